@@ -1,0 +1,13 @@
+//! Outpost: a self-hosted synthetic-monitoring control plane and private-location agent.
+//! See ARCHITECTURE.md for the code map and the invariants.
+
+pub mod agent;
+pub mod executors;
+pub mod model;
+pub mod protocol;
+pub mod service;
+pub mod shutdown;
+pub mod telemetry;
+
+/// This build's version, reported by the agent and the service.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,193 @@
+//! What one run of a check produced, as the agent reports it and the service stores it.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::check::{AssertionSource, CheckType, Comparison};
+
+/// The verdict of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RunStatus {
+    Passed,
+    Degraded,
+    Failed,
+}
+
+/// One run of one check on one location.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResult {
+    pub check_type: CheckType,
+    pub status: RunStatus,
+    pub started_at: DateTime<Utc>,
+    pub stopped_at: DateTime<Utc>,
+    /// The run could not be carried out as asked (network error, bad job, timeout).
+    pub has_errors: bool,
+    /// An assertion or a response-time limit failed.
+    pub has_failures: bool,
+    pub is_degraded: bool,
+    /// The run was cut short (timeout, shutdown, cancel).
+    pub aborted: bool,
+    /// Measured operation time in milliseconds (request time for URL and API checks).
+    pub response_time: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing_phases: Option<TimingPhases>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<HttpResponseSummary>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assertions: Vec<AssertionResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunError>,
+}
+
+impl RunResult {
+    /// Builds a result and derives `status` from the flags: errors and failures are
+    /// FAILED, else degraded is DEGRADED, else PASSED.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        check_type: CheckType,
+        started_at: DateTime<Utc>,
+        stopped_at: DateTime<Utc>,
+        has_failures: bool,
+        is_degraded: bool,
+        response_time: Option<f64>,
+        error: Option<RunError>,
+    ) -> RunResult {
+        let mut r = RunResult {
+            check_type,
+            status: RunStatus::Passed,
+            started_at,
+            stopped_at,
+            has_errors: error.is_some(),
+            has_failures,
+            is_degraded,
+            aborted: matches!(
+                error.as_ref().map(|e| e.kind),
+                Some(ErrorKind::Timeout | ErrorKind::Aborted)
+            ),
+            response_time,
+            timing_phases: None,
+            response: None,
+            assertions: Vec::new(),
+            error,
+        };
+        r.refresh_status();
+        r
+    }
+
+    /// A result for a run that could not start or finish; `kind` says why.
+    pub fn errored(
+        check_type: CheckType,
+        started_at: DateTime<Utc>,
+        kind: ErrorKind,
+        message: impl Into<String>,
+    ) -> RunResult {
+        RunResult::new(
+            check_type,
+            started_at,
+            Utc::now(),
+            false,
+            false,
+            None,
+            Some(RunError {
+                kind,
+                message: message.into(),
+            }),
+        )
+    }
+
+    /// Recomputes `status` after the flags changed.
+    pub fn refresh_status(&mut self) {
+        self.has_errors = self.error.is_some() || self.has_errors;
+        self.status = if self.has_errors || self.has_failures {
+            RunStatus::Failed
+        } else if self.is_degraded {
+            RunStatus::Degraded
+        } else {
+            RunStatus::Passed
+        };
+    }
+}
+
+/// Timing phases of an HTTP request, in milliseconds. `total` is the sum of the phases
+/// of the last hop plus the time spent on redirects before it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimingPhases {
+    pub dns: f64,
+    pub tcp: f64,
+    pub tls: f64,
+    pub first_byte: f64,
+    pub download: f64,
+    pub total: f64,
+}
+
+/// What came back from an HTTP target, bounded in size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpResponseSummary {
+    pub status: u16,
+    pub status_text: String,
+    /// The URL that answered, after redirects.
+    pub url: String,
+    #[serde(default)]
+    pub redirects: Vec<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Body text up to the cap (lossy UTF-8), if the executor keeps bodies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Bytes received, counted up to the cap.
+    pub body_size: u64,
+    /// The body was longer than the cap and reading stopped there.
+    pub body_truncated: bool,
+}
+
+/// The outcome of one assertion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssertionResult {
+    pub source: AssertionSource,
+    pub comparison: Comparison,
+    pub property: String,
+    pub target: String,
+    pub actual: Option<String>,
+    pub passed: bool,
+}
+
+/// Why a run has errors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+/// Error classes; network-level ones trigger diagnostics in later executors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorKind {
+    Dns,
+    Connect,
+    Tls,
+    Timeout,
+    Protocol,
+    /// The job could not be parsed or validated.
+    InvalidJob,
+    /// The run was stopped (shutdown past the grace period, cancel).
+    Aborted,
+    Internal,
+}
+
+impl ErrorKind {
+    /// Whether the failure happened on the network path (DNS, connect, TLS, reset, timeout).
+    pub fn is_network(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Dns | ErrorKind::Connect | ErrorKind::Tls | ErrorKind::Timeout
+        )
+    }
+}
