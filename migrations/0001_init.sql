@@ -104,7 +104,8 @@ CREATE INDEX check_sessions_check ON check_sessions(check_id, started_at);
 
 -- The live queue: one row per session x run location until its FINAL result exists.
 -- state 0 = queued, 1 = leased. A finished job's row is deleted; its result row
--- (check_results, unique per job) is the record of it.
+-- (check_results, unique per job) is the record of it. available_at = when the job
+-- (re-)entered the queue: it orders the queue and ages queued jobs out.
 CREATE TABLE jobs (
     id               TEXT PRIMARY KEY NOT NULL,
     session_id       TEXT NOT NULL REFERENCES check_sessions(id) ON DELETE CASCADE,

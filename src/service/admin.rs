@@ -6,11 +6,11 @@ use std::path::Path;
 
 use uuid::Uuid;
 
+use super::ServiceError;
 pub use super::store::{
     Account, ApiKeyInfo, LocationKeyInfo, MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, Store,
     StoreError,
 };
-use super::ServiceError;
 
 /// Opens the store of a data directory (creating the directory and the database if
 /// needed), without starting a service.

@@ -14,13 +14,13 @@ use super::api::extract::ApiJson;
 use super::auth::AgentAuth;
 use super::context::{AppState, Ctx};
 use super::errors::ApiError;
+use super::store::to_time as store_time;
 use super::store::{LeaseGrant, MAX_SUBMIT_BATCH, now_ms};
 use crate::protocol::{
     HelloRequest, HelloResponse, LeaseRequest, LeaseResponse, LeasedJob, MAX_AGENT_BODY_BYTES,
     MAX_LEASE_WAIT_SECS, PROTOCOL_VERSION, ReleaseRequest, ReleaseResponse, RenewRequest,
     RenewResponse, SubmitResultsRequest, SubmitResultsResponse, paths,
 };
-use super::store::to_time as store_time;
 
 /// Most leases one RENEW or RELEASE names.
 pub const MAX_LEASE_REFS: usize = 10_000;
@@ -122,6 +122,7 @@ async fn lease_wait(
         if !jobs.is_empty() {
             return Ok(jobs);
         }
+        let _waiting = ctx.hub.poll_waiting();
         tokio::select! {
             _ = &mut notified => {}
             _ = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),

@@ -1,6 +1,7 @@
 //! `PUT /agent/v1/jobs/{jobId}/artifacts/{name}?leaseId=...`: an artifact streamed to
-//! DATA_DIR/artifacts/<session>/<job>/<name>. The size cap is enforced while the body
-//! streams (413 beyond it, the partial file removed); the name is sanitized.
+//! DATA_DIR/artifacts/<session>/<job>/<name>. The size cap (`MAX_ARTIFACT_BYTES`, or less
+//! by `ServeOptions`) is enforced while the body streams (413 beyond it, the partial file
+//! removed); the name is sanitized.
 
 use axum::Json;
 use axum::body::Body;
@@ -16,7 +17,6 @@ use super::auth::AgentAuth;
 use super::context::AppState;
 use super::errors::ApiError;
 use super::store::now_ms;
-use crate::protocol::MAX_ARTIFACT_BYTES;
 
 /// Longest artifact name.
 pub const MAX_NAME_LEN: usize = 128;
@@ -57,10 +57,10 @@ pub fn sanitize_name(raw: &str) -> Option<String> {
     Some(cleaned.to_owned())
 }
 
-fn too_large() -> ApiError {
+fn too_large(max: u64) -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
-        format!("artifacts are limited to {MAX_ARTIFACT_BYTES} bytes"),
+        format!("artifacts are limited to {max} bytes"),
     )
 }
 
@@ -87,8 +87,9 @@ pub async fn upload(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_ARTIFACT_BYTES) {
-        return Err(too_large());
+    let max = ctx.max_artifact_bytes;
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large(max));
     }
     let Some(target) = ctx
         .store
@@ -108,7 +109,7 @@ pub async fn upload(
         .await
         .map_err(|e| ApiError::internal(&e))?;
     let partial = dir.join(format!(".{name}.{}.part", Uuid::new_v4()));
-    let size = match stream_to_file(body, &partial).await {
+    let size = match stream_to_file(body, &partial, max).await {
         Ok(size) => size,
         Err(e) => {
             let _ = tokio::fs::remove_file(&partial).await;
@@ -137,7 +138,7 @@ pub async fn upload(
 }
 
 /// Copies the body to `path`, failing with 413 as soon as it passes the cap.
-async fn stream_to_file(body: Body, path: &std::path::Path) -> Result<u64, ApiError> {
+async fn stream_to_file(body: Body, path: &std::path::Path, max: u64) -> Result<u64, ApiError> {
     let mut file = tokio::fs::File::create(path)
         .await
         .map_err(|e| ApiError::internal(&e))?;
@@ -146,8 +147,8 @@ async fn stream_to_file(body: Body, path: &std::path::Path) -> Result<u64, ApiEr
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| ApiError::bad_request(format!("upload interrupted: {e}")))?;
         written = written.saturating_add(chunk.len() as u64);
-        if written > MAX_ARTIFACT_BYTES {
-            return Err(too_large());
+        if written > max {
+            return Err(too_large(max));
         }
         file.write_all(&chunk)
             .await

@@ -97,7 +97,10 @@ pub fn normalize_url_check(
     ] {
         bool_field(&mut doc, field, default)?;
     }
-    let activated = doc.get("activated").and_then(Value::as_bool).unwrap_or(true);
+    let activated = doc
+        .get("activated")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
 
     let tags = string_list(&mut doc, "tags", MAX_TAGS)?;
 
@@ -197,7 +200,10 @@ fn string_list(
         Some(_) => return Err(ApiError::invalid(field, "must be an array of strings")),
     };
     if items.len() > max {
-        return Err(ApiError::invalid(field, format!("must have at most {max} items")));
+        return Err(ApiError::invalid(
+            field,
+            format!("must have at most {max} items"),
+        ));
     }
     items
         .iter()
@@ -233,7 +239,10 @@ fn private_locations(
         ));
     }
     let mut seen = HashSet::new();
-    let slugs: Vec<String> = listed.into_iter().filter(|s| seen.insert(s.clone())).collect();
+    let slugs: Vec<String> = listed
+        .into_iter()
+        .filter(|s| seen.insert(s.clone()))
+        .collect();
     let unknown: Vec<&str> = slugs
         .iter()
         .filter(|s| !known.contains(*s))
@@ -331,7 +340,10 @@ mod tests {
         assert_eq!(with("name", json!("")), "name");
         assert_eq!(with("frequency", json!(3)), "frequency");
         assert_eq!(with("frequency", json!(0)), "frequencyOffset");
-        assert_eq!(with("privateLocations", json!(["nope"])), "privateLocations");
+        assert_eq!(
+            with("privateLocations", json!(["nope"])),
+            "privateLocations"
+        );
         assert_eq!(with("privateLocations", json!([])), "privateLocations");
         assert_eq!(with("locations", json!(["eu-west-1"])), "locations");
         assert_eq!(with("tags", json!([1])), "tags[0]");

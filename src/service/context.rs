@@ -17,6 +17,8 @@ pub struct Ctx {
     /// Base URL of links, without a trailing slash.
     pub public_url: String,
     pub data_dir: PathBuf,
+    /// Largest artifact upload accepted.
+    pub max_artifact_bytes: u64,
     /// Fires when the service starts draining: long-polls and waits return at once.
     pub stop: Shutdown,
 }

@@ -2,6 +2,7 @@
 //! long-polls) and "session S is final" (wakes completion waits). Nothing is polled.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -12,6 +13,17 @@ use uuid::Uuid;
 pub struct Hub {
     locations: Mutex<HashMap<Uuid, Arc<Notify>>>,
     sessions: Mutex<HashMap<Uuid, Arc<Notify>>>,
+    /// Lease long-polls currently waiting.
+    waiting_polls: AtomicUsize,
+}
+
+/// Counts a waiting long-poll while it lives.
+pub struct PollGuard<'a>(&'a Hub);
+
+impl Drop for PollGuard<'_> {
+    fn drop(&mut self) {
+        self.0.waiting_polls.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Locks a map, recovering it if a holder panicked (the maps hold no invariants a
@@ -67,6 +79,17 @@ impl Hub {
         }
     }
 
+    /// Marks a long-poll as waiting until the guard drops.
+    pub fn poll_waiting(&self) -> PollGuard<'_> {
+        self.waiting_polls.fetch_add(1, Ordering::Relaxed);
+        PollGuard(self)
+    }
+
+    /// Lease long-polls waiting right now (for tests and metrics).
+    pub fn waiting_polls(&self) -> usize {
+        self.waiting_polls.load(Ordering::Relaxed)
+    }
+
     /// Number of sessions someone waits on (for tests).
     pub fn watched_sessions(&self) -> usize {
         lock(&self.sessions).len()
@@ -108,11 +131,13 @@ mod tests {
         let a = hub.watch_session(id);
         let b = hub.watch_session(id);
         assert_eq!(hub.watched_sessions(), 1);
-        let notified = a.notify().notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        hub.sessions_finished(&[id]);
-        notified.await;
+        {
+            let notified = a.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            hub.sessions_finished(&[id]);
+            notified.await;
+        }
         drop(a);
         assert_eq!(hub.watched_sessions(), 1);
         drop(b);

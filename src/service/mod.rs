@@ -56,6 +56,8 @@ pub struct ServeConfig {
 pub struct ServeOptions {
     pub scheduler: bool,
     pub reaper: bool,
+    /// Largest artifact accepted (default: the protocol's MAX_ARTIFACT_BYTES).
+    pub max_artifact_bytes: u64,
 }
 
 impl Default for ServeOptions {
@@ -63,6 +65,7 @@ impl Default for ServeOptions {
         ServeOptions {
             scheduler: true,
             reaper: true,
+            max_artifact_bytes: crate::protocol::MAX_ARTIFACT_BYTES,
         }
     }
 }
@@ -131,6 +134,16 @@ impl ServiceHandle {
         &self.ctx.public_url
     }
 
+    /// Lease long-polls waiting right now.
+    pub fn waiting_long_polls(&self) -> usize {
+        self.ctx.hub.waiting_polls()
+    }
+
+    /// Sessions some completion request waits on right now.
+    pub fn watched_sessions(&self) -> usize {
+        self.ctx.hub.watched_sessions()
+    }
+
     /// One scheduler pass as if the time were `now`; returns the sessions started.
     pub async fn run_scheduler(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
         scheduler::tick(&self.ctx, now.timestamp_millis()).await
@@ -183,6 +196,9 @@ impl BoundService {
             lease_ttl: config.lease_ttl,
             public_url,
             data_dir: config.data_dir,
+            max_artifact_bytes: options
+                .max_artifact_bytes
+                .min(crate::protocol::MAX_ARTIFACT_BYTES),
             stop: Shutdown::new(),
         });
         Ok(BoundService {

@@ -28,7 +28,10 @@ pub fn result_json(public_url: &str, r: &ResultRecord) -> Value {
     };
     let fields = [
         ("id", json!(r.id)),
-        ("checkResultLink", json!(result_link(public_url, r.check_id, r.id))),
+        (
+            "checkResultLink",
+            json!(result_link(public_url, r.check_id, r.id)),
+        ),
         ("name", json!(r.name)),
         ("checkId", json!(r.check_id)),
         ("checkSessionId", json!(r.session_id)),
@@ -82,7 +85,12 @@ async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let check_id = parse_id(&check_id, "checkId")?;
     let (limit, offset) = paging.resolve()?;
-    if ctx.store.get_check(auth.account_id, check_id).await?.is_none() {
+    if ctx
+        .store
+        .get_check(auth.account_id, check_id)
+        .await?
+        .is_none()
+    {
         return Err(ApiError::not_found("No such check."));
     }
     let results = ctx

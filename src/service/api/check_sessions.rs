@@ -14,9 +14,7 @@ use crate::model::RunSource;
 use crate::service::auth::ApiAuth;
 use crate::service::context::AppState;
 use crate::service::errors::ApiError;
-use crate::service::sessions::{
-    Selection, SessionView, TriggerRequest, await_final, session_view,
-};
+use crate::service::sessions::{Selection, SessionView, TriggerRequest, await_final, session_view};
 use crate::service::store::now_ms;
 
 /// Default and largest `maxWaitSeconds` of the completion endpoints.
@@ -78,7 +76,11 @@ async fn get_one(
         return Err(ApiError::not_found("No such check session."));
     };
     let results = ctx.store.session_results(id).await?;
-    Ok(Json(session_view(&ctx.public_url, &session, Some(&results))))
+    Ok(Json(session_view(
+        &ctx.public_url,
+        &session,
+        Some(&results),
+    )))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,7 +136,11 @@ async fn cancel(
     OptionalJson(_body): OptionalJson<CancelRequest>,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id(&id, "checkSessionId")?;
-    match ctx.store.cancel_session(auth.account_id, id, now_ms()).await? {
+    match ctx
+        .store
+        .cancel_session(auth.account_id, id, now_ms())
+        .await?
+    {
         None => Err(ApiError::not_found("No such check session.")),
         Some(changed) => {
             if changed {

@@ -3,10 +3,10 @@
 use std::collections::HashSet;
 
 use axum::Json;
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post, put};
-use axum::Router;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -71,7 +71,13 @@ async fn create_url(
     let now = now_ms();
     let stored = ctx
         .store
-        .insert_check(auth.account_id, id, &check, schedule_for(&check, id, now), now)
+        .insert_check(
+            auth.account_id,
+            id,
+            &check,
+            schedule_for(&check, id, now),
+            now,
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(check_json(&stored))))
 }
@@ -97,7 +103,13 @@ async fn update_url(
     let now = now_ms();
     let Some(stored) = ctx
         .store
-        .update_check(auth.account_id, id, &check, schedule_for(&check, id, now), now)
+        .update_check(
+            auth.account_id,
+            id,
+            &check,
+            schedule_for(&check, id, now),
+            now,
+        )
         .await?
     else {
         return Err(ApiError::not_found("No such check."));
@@ -111,7 +123,10 @@ async fn list(
     ApiQuery(paging): ApiQuery<Paging>,
 ) -> Result<Json<Value>, ApiError> {
     let (limit, offset) = paging.resolve()?;
-    let checks = ctx.store.list_checks(auth.account_id, limit, offset).await?;
+    let checks = ctx
+        .store
+        .list_checks(auth.account_id, limit, offset)
+        .await?;
     Ok(Json(Value::Array(checks.iter().map(check_json).collect())))
 }
 

@@ -30,7 +30,10 @@ fn is_json(headers: &HeaderMap) -> bool {
         || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
-async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<(HeaderMap, Bytes), ApiError> {
+async fn body_bytes<S: Send + Sync>(
+    req: Request,
+    state: &S,
+) -> Result<(HeaderMap, Bytes), ApiError> {
     let headers = req.headers().clone();
     let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
         let status = rejection.status();
@@ -132,7 +135,10 @@ impl Paging {
         }
         let page = self.page.unwrap_or(1);
         if !(1..=1_000_000).contains(&page) {
-            return Err(ApiError::invalid("page", "must be an integer of at least 1"));
+            return Err(ApiError::invalid(
+                "page",
+                "must be an integer of at least 1",
+            ));
         }
         Ok((limit, (page - 1) * limit))
     }

@@ -194,12 +194,11 @@ impl Store {
             }
             let ids: Vec<String> = sqlx::query_scalar(
                 "SELECT id FROM jobs
-                  WHERE location_id = ? AND pool = ? AND state = 0 AND available_at <= ?
+                  WHERE location_id = ? AND pool = ? AND state = 0
                   ORDER BY available_at LIMIT ?",
             )
             .bind(location_id.to_string())
             .bind(pool.as_str())
-            .bind(now)
             .bind(i64::from(want))
             .fetch_all(&mut *tx)
             .await?;
@@ -366,12 +365,18 @@ impl Store {
         let mut finals = Vec::new();
         for (i, submitted) in results.iter().enumerate() {
             let lease = submitted.lease_id.to_string();
-            let row = i64::try_from(i).ok().and_then(|i| by_index.get(&i)).copied();
+            let row = i64::try_from(i)
+                .ok()
+                .and_then(|i| by_index.get(&i))
+                .copied();
             let (status, reason) = if let Some(prev) = accepted_now.get(&submitted.job_id) {
                 if *prev == submitted.lease_id {
                     (SubmitStatus::Duplicate, None)
                 } else {
-                    (SubmitStatus::Refused, Some("the job was finished by another lease"))
+                    (
+                        SubmitStatus::Refused,
+                        Some("the job was finished by another lease"),
+                    )
                 }
             } else if let Some(r) = row {
                 classify(r, &lease, &location, now)?
@@ -501,7 +506,8 @@ impl Store {
             job_ids.push(job.job_id);
         }
         report.timed_out = job_ids.len();
-        report.finished_sessions = finish_jobs(&mut tx, &result_rows, &job_ids, &finals, now).await?;
+        report.finished_sessions =
+            finish_jobs(&mut tx, &result_rows, &job_ids, &finals, now).await?;
         tx.commit().await?;
         Ok(report)
     }
@@ -545,7 +551,10 @@ fn classify(
         let expires: Option<i64> = r.try_get("lease_expires_at")?;
         let job_location: String = r.try_get("location_id")?;
         if job_location != location {
-            return Ok((SubmitStatus::Refused, Some("the job belongs to another location")));
+            return Ok((
+                SubmitStatus::Refused,
+                Some("the job belongs to another location"),
+            ));
         }
         if state == LEASED && job_lease.as_deref() == Some(lease) {
             if expires.is_some_and(|e| e > now) {
@@ -561,10 +570,14 @@ fn classify(
         Some(l) if l == lease && done_location.as_deref() == Some(location) => {
             Ok((SubmitStatus::Duplicate, None))
         }
-        Some(_) => Ok((SubmitStatus::Refused, Some("the job was finished by another lease"))),
-        None if done_location.is_some() => {
-            Ok((SubmitStatus::Refused, Some("the job timed out and was finished")))
-        }
+        Some(_) => Ok((
+            SubmitStatus::Refused,
+            Some("the job was finished by another lease"),
+        )),
+        None if done_location.is_some() => Ok((
+            SubmitStatus::Refused,
+            Some("the job timed out and was finished"),
+        )),
         None => Ok((SubmitStatus::Refused, Some("unknown job"))),
     }
 }

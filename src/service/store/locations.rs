@@ -80,21 +80,18 @@ impl Store {
         if !valid_slug(slug_name) {
             return Err(StoreError::Invalid {
                 field: "slugName",
-                message: format!(
-                    "must be 1 to {MAX_SLUG_LEN} lowercase letters, digits or dashes"
-                ),
+                message: format!("must be 1 to {MAX_SLUG_LEN} lowercase letters, digits or dashes"),
             });
         }
         let id = Uuid::new_v4();
         let now = now_ms();
         let mut tx = self.writer().begin().await?;
-        let taken = sqlx::query(
-            "SELECT 1 FROM private_locations WHERE account_id = ? AND slug_name = ?",
-        )
-        .bind(account_id.to_string())
-        .bind(slug_name)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let taken =
+            sqlx::query("SELECT 1 FROM private_locations WHERE account_id = ? AND slug_name = ?")
+                .bind(account_id.to_string())
+                .bind(slug_name)
+                .fetch_optional(&mut *tx)
+                .await?;
         if taken.is_some() {
             return Err(StoreError::SlugTaken(slug_name.to_owned()));
         }

@@ -69,7 +69,10 @@ pub(super) fn enum_name<T: serde::Serialize>(value: &T) -> String {
     }
 }
 
-fn parse_enum<T: serde::de::DeserializeOwned>(s: &str, table: &'static str) -> Result<T, StoreError> {
+fn parse_enum<T: serde::de::DeserializeOwned>(
+    s: &str,
+    table: &'static str,
+) -> Result<T, StoreError> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
         StoreError::Corrupt {
             table,
@@ -188,10 +191,7 @@ pub(super) async fn insert_sessions(
 
 /// Resolves slug names to the account's locations, keeping the check's order and
 /// dropping names that no longer exist.
-fn resolve_locations(
-    slugs: &[String],
-    by_slug: &HashMap<String, Uuid>,
-) -> Vec<(Uuid, String)> {
+fn resolve_locations(slugs: &[String], by_slug: &HashMap<String, Uuid>) -> Vec<(Uuid, String)> {
     let mut seen = HashSet::new();
     slugs
         .iter()
@@ -322,7 +322,10 @@ fn finals_of(t: &Tally) -> Vec<Option<RunStatus>> {
     let mut finals = Vec::with_capacity(n(t.passed + t.failed + t.degraded + t.timed_out));
     finals.extend(std::iter::repeat_n(Some(RunStatus::Passed), n(t.passed)));
     finals.extend(std::iter::repeat_n(Some(RunStatus::Failed), n(t.failed)));
-    finals.extend(std::iter::repeat_n(Some(RunStatus::Degraded), n(t.degraded)));
+    finals.extend(std::iter::repeat_n(
+        Some(RunStatus::Degraded),
+        n(t.degraded),
+    ));
     finals.extend(std::iter::repeat_n(None, n(t.timed_out)));
     finals
 }
@@ -347,10 +350,11 @@ impl Store {
         now: i64,
     ) -> Result<CreatedSessions, StoreError> {
         let mut tx = self.writer().begin().await?;
-        let found = match only_ids {
-            Some(ids) => {
-                let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-                sqlx::query(
+        let found =
+            match only_ids {
+                Some(ids) => {
+                    let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+                    sqlx::query(
                     "SELECT id, name, check_type, activated, tags, private_locations FROM checks
                       WHERE account_id = ? AND id IN (SELECT value FROM json_each(?))
                       ORDER BY created_at, id",
@@ -359,17 +363,15 @@ impl Store {
                 .bind(rows::to_json(&ids, "checks")?)
                 .fetch_all(&mut *tx)
                 .await?
-            }
-            None => {
-                sqlx::query(
+                }
+                None => sqlx::query(
                     "SELECT id, name, check_type, activated, tags, private_locations FROM checks
                       WHERE account_id = ? ORDER BY created_at, id",
                 )
                 .bind(account_id.to_string())
                 .fetch_all(&mut *tx)
-                .await?
-            }
-        };
+                .await?,
+            };
         let by_slug: HashMap<String, Uuid> =
             sqlx::query("SELECT id, slug_name FROM private_locations WHERE account_id = ?")
                 .bind(account_id.to_string())
@@ -415,7 +417,11 @@ impl Store {
     /// One scheduler pass: every scheduled check whose `next_run_at <= now` (at most
     /// `limit` of them) gets a SCHEDULER session and its next run time (the next slot
     /// after `now`: runs missed while the service was down are skipped, not caught up).
-    pub async fn run_due_schedules(&self, now: i64, limit: i64) -> Result<ScheduledRuns, StoreError> {
+    pub async fn run_due_schedules(
+        &self,
+        now: i64,
+        limit: i64,
+    ) -> Result<ScheduledRuns, StoreError> {
         let mut tx = self.writer().begin().await?;
         let due = sqlx::query(
             "SELECT s.check_id, s.interval_ms, c.account_id, c.name, c.check_type,
@@ -448,7 +454,10 @@ impl Store {
             by_account
                 .entry(rows::uuid(&r, "account_id", "private_locations")?)
                 .or_default()
-                .insert(r.try_get("slug_name")?, rows::uuid(&r, "id", "private_locations")?);
+                .insert(
+                    r.try_get("slug_name")?,
+                    rows::uuid(&r, "id", "private_locations")?,
+                );
         }
         let empty = HashMap::new();
         let mut sessions = Vec::with_capacity(due.len());
