@@ -10,7 +10,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use hickory_resolver::config::ResolverConfig;
+use hickory_resolver::config::{ResolverConfig, ResolverOpts};
 use hickory_resolver::name_server::TokioConnectionProvider;
 use hickory_resolver::{ResolveError, TokioResolver};
 
@@ -36,27 +36,35 @@ pub(crate) struct SystemResolver {
 impl SystemResolver {
     /// Reads the system configuration once.
     pub(crate) fn from_system() -> SystemResolver {
-        let (builder, config_error) = match TokioResolver::builder_tokio() {
-            Ok(builder) => (builder, None),
+        match hickory_resolver::system_conf::read_system_conf() {
+            Ok((config, opts)) => SystemResolver::with_config(config, opts, None),
             Err(e) => {
                 tracing::warn!(
                     error = %e,
                     "cannot read the system DNS configuration; only /etc/hosts names will resolve"
                 );
                 let empty = ResolverConfig::from_parts(None, Vec::new(), Vec::new());
-                (
-                    TokioResolver::builder_with_config(empty, TokioConnectionProvider::default()),
-                    Some(e.to_string()),
-                )
+                SystemResolver::with_config(empty, ResolverOpts::default(), Some(e.to_string()))
             }
-        };
-        let mut builder = builder;
-        let opts = builder.options_mut();
+        }
+    }
+
+    /// A resolver with the given configuration; `config_error` says why it is not the
+    /// system's (it then has no name servers).
+    fn with_config(
+        config: ResolverConfig,
+        mut opts: ResolverOpts,
+        config_error: Option<String>,
+    ) -> SystemResolver {
         opts.cache_size = CACHE_SIZE;
         opts.positive_max_ttl = Some(MAX_POSITIVE_TTL);
         opts.negative_max_ttl = Some(MAX_NEGATIVE_TTL);
+        let resolver =
+            TokioResolver::builder_with_config(config, TokioConnectionProvider::default())
+                .with_options(opts)
+                .build();
         SystemResolver {
-            resolver: builder.build(),
+            resolver,
             config_error,
         }
     }
@@ -155,7 +163,15 @@ impl AddressList {
 
 #[cfg(test)]
 mod tests {
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    use hickory_resolver::config::NameServerConfig;
+    use hickory_resolver::proto::op::{Message, MessageType, ResponseCode};
+    use hickory_resolver::proto::xfer::Protocol;
+    use tokio::net::UdpSocket;
+
     use super::*;
+    use crate::model::ErrorKind;
 
     #[tokio::test]
     async fn localhost_resolves_from_the_system_configuration() {
@@ -174,5 +190,90 @@ mod tests {
             list.push(IpAddr::from([127, 0, 0, i]));
         }
         assert_eq!(list.iter().count(), MAX_ADDRESSES);
+    }
+
+    /// A DNS server on loopback that answers every query with `code` and no records.
+    async fn empty_answer_server(code: ResponseCode) -> SocketAddr {
+        let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 1500];
+            while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+                let Ok(query) = Message::from_vec(&buf[..n]) else {
+                    continue;
+                };
+                let mut answer = Message::new();
+                answer
+                    .set_id(query.id())
+                    .set_message_type(MessageType::Response)
+                    .set_op_code(query.op_code())
+                    .set_recursion_desired(query.recursion_desired())
+                    .set_recursion_available(true)
+                    .set_response_code(code)
+                    .add_queries(query.queries().to_vec());
+                let _ = socket.send_to(&answer.to_vec().unwrap(), peer).await;
+            }
+        });
+        addr
+    }
+
+    fn resolver_using(server: SocketAddr) -> SystemResolver {
+        let config = ResolverConfig::from_parts(
+            None,
+            Vec::new(),
+            vec![NameServerConfig::new(server, Protocol::Udp)],
+        );
+        SystemResolver::with_config(config, ResolverOpts::default(), None)
+    }
+
+    #[tokio::test]
+    async fn nxdomain_says_the_domain_does_not_exist() {
+        let server = empty_answer_server(ResponseCode::NXDomain).await;
+        let err = resolver_using(server)
+            .lookup("nothing.example.test", IpFamily::IPv4)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Dns);
+        assert_eq!(
+            err.message,
+            "cannot resolve nothing.example.test: the domain does not exist"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_records_of_the_family_says_which() {
+        let server = empty_answer_server(ResponseCode::NoError).await;
+        let err = resolver_using(server)
+            .lookup("v4only.example.test", IpFamily::IPv6)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Dns);
+        assert!(
+            err.message.contains("no IPv6 (AAAA) address"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_system_configuration_names_fail_clearly_but_hosts_work() {
+        let resolver = SystemResolver::with_config(
+            ResolverConfig::from_parts(None, Vec::new(), Vec::new()),
+            ResolverOpts::default(),
+            Some("no nameservers found in config".into()),
+        );
+        let err = resolver
+            .lookup("example.test", IpFamily::IPv4)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Dns);
+        assert!(
+            err.message
+                .contains("system DNS configuration could not be read"),
+            "{}",
+            err.message
+        );
+        let local = resolver.lookup("localhost", IpFamily::IPv4).await.unwrap();
+        assert!(local.iter().all(|a| a.is_loopback()));
     }
 }

@@ -182,6 +182,9 @@ pub(crate) fn describe_tls_error(error: &rustls::Error, host: &str) -> String {
         rustls::Error::AlertReceived(alert) => {
             format!("{host} rejected the TLS handshake with alert {alert:?}")
         }
+        rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType) => {
+            format!("{host} did not answer with TLS (is it a plain http:// server?)")
+        }
         rustls::Error::NoApplicationProtocol => {
             format!("{host} does not offer HTTP/1.1 over TLS")
         }
