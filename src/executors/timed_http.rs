@@ -228,6 +228,7 @@ fn literal(ip: IpAddr, family: IpFamily) -> Result<AddressList, FetchError> {
 }
 
 /// Connects to the first address that accepts; the error reported is the first one.
+/// There is no per-address deadline: the run's time limit bounds the whole attempt.
 async fn connect(addrs: &AddressList, port: u16, host: &str) -> Result<TcpStream, FetchError> {
     let mut first_error = None;
     for ip in addrs.iter() {
