@@ -74,7 +74,7 @@ pub trait Executor {
 /// Runs `spec` with the time limit of its type; a run past it is an aborted TIMEOUT result.
 pub async fn run_check(spec: &CheckSpec, env: &ExecEnv) -> RunResult {
     let check_type = spec.check_type();
-    let limit = check_type.max_run_time();
+    let limit = env.run_timeout(check_type);
     let started = Utc::now();
     let run = async {
         match spec {
