@@ -60,7 +60,11 @@ impl ServiceClient {
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", config.api_key))
             .map_err(|_| "API_KEY cannot be sent in a header".to_owned())?;
         auth.set_sensitive(true);
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        for cert in extra_roots()? {
+            builder = builder.add_root_certificate(cert);
+        }
+        let http = builder
             .user_agent(format!("outpost-agent/{}", crate::VERSION))
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
@@ -203,6 +207,30 @@ impl ServiceClient {
             self.scrubber.scrub(trimmed).into_owned()
         }
     }
+}
+
+/// Largest NODE_EXTRA_CA_CERTS bundle read.
+const MAX_CA_BUNDLE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The CAs of the PEM bundle named by NODE_EXTRA_CA_CERTS, trusted in addition to the
+/// system's for the agent's own traffic (TLS-inspecting enterprise proxies).
+fn extra_roots() -> Result<Vec<reqwest::Certificate>, String> {
+    use std::io::Read;
+    let Some(path) = std::env::var_os("NODE_EXTRA_CA_CERTS").filter(|p| !p.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let shown = std::path::Path::new(&path).display().to_string();
+    let mut pem = Vec::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX_CA_BUNDLE_BYTES + 1).read_to_end(&mut pem))
+        .map_err(|e| format!("cannot read NODE_EXTRA_CA_CERTS {shown}: {e}"))?;
+    if pem.len() as u64 > MAX_CA_BUNDLE_BYTES {
+        return Err(format!(
+            "NODE_EXTRA_CA_CERTS {shown} is larger than {MAX_CA_BUNDLE_BYTES} bytes"
+        ));
+    }
+    reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| format!("NODE_EXTRA_CA_CERTS {shown}: {}", error_chain(&e)))
 }
 
 enum ReadError {

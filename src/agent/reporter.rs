@@ -121,7 +121,10 @@ impl Reporter {
                     continue;
                 }
                 _ = self.state.reachable_again(), if retry_at.is_some() => {
-                    self.retry_at = None;
+                    // Another exchange succeeded: retry soon, but never more often than
+                    // the backoff floor (RESULTS may fail while the rest works).
+                    let soon = Instant::now() + super::backoff::MIN_DELAY;
+                    self.retry_at = retry_at.map(|at| at.min(soon));
                     continue;
                 }
             }
