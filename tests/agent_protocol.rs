@@ -321,3 +321,22 @@ async fn health_port_in_use_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_traffic_goes_through_http_proxy() {
+    // The fake service doubles as the proxy: an absolute-form request still routes by
+    // path. The service's own host name does not resolve, so only the proxy can reach it.
+    let mut service = FakeService::start(Script {
+        refuse_key: true,
+        ..Script::default()
+    })
+    .await;
+    let spool = tempfile::tempdir().unwrap();
+    let mut env = agent_env(KEY, "http://outpost.invalid:8080", spool.path());
+    env.push(("HTTP_PROXY", service.url()));
+    let agent = AgentProcess::spawn(&env);
+    assert!(matches!(service.next().await, Event::Hello { .. }));
+    let (status, stderr) = agent.wait().await;
+    assert!(!status.success());
+    assert!(stderr.join("\n").contains("refused API_KEY"));
+}
