@@ -33,7 +33,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(start.elapsed() < EVENT_TIMEOUT, "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -48,7 +51,9 @@ impl Proc {
     pub fn spawn(mut cmd: Command, log: PathBuf) -> Proc {
         let file = std::fs::File::create(&log).expect("log file");
         let out = file.try_clone().expect("clone log");
-        cmd.stdout(Stdio::from(out)).stderr(Stdio::from(file)).stdin(Stdio::null());
+        cmd.stdout(Stdio::from(out))
+            .stderr(Stdio::from(file))
+            .stdin(Stdio::null());
         let child = cmd.spawn().expect("spawn outpost");
         Proc { child, log }
     }
@@ -96,7 +101,6 @@ impl Drop for Proc {
 /// Credentials written by the control plane on first start.
 #[derive(Clone, Debug)]
 pub struct Creds {
-    pub api_url: String,
     pub account_id: String,
     pub api_key: String,
     pub private_location: String,
@@ -107,7 +111,6 @@ pub struct Creds {
 pub struct ControlPlane {
     pub proc: Proc,
     pub port: u16,
-    pub data_dir: PathBuf,
     pub creds: Creds,
     pub http: reqwest::Client,
 }
@@ -136,7 +139,6 @@ impl ControlPlane {
                 let text = std::fs::read_to_string(&creds_path).ok()?;
                 let v: Value = serde_json::from_str(&text).ok()?;
                 let creds = Creds {
-                    api_url: v["apiUrl"].as_str()?.to_owned(),
                     account_id: v["accountId"].as_str()?.to_owned(),
                     api_key: v["apiKey"].as_str()?.to_owned(),
                     private_location: v["privateLocation"].as_str()?.to_owned(),
@@ -156,7 +158,6 @@ impl ControlPlane {
         ControlPlane {
             proc,
             port,
-            data_dir: data_dir.to_owned(),
             creds,
             http,
         }
@@ -240,16 +241,6 @@ impl ControlPlane {
             );
         }
     }
-
-    pub async fn session(&self, id: &str) -> Value {
-        self.api(reqwest::Method::GET, &format!("/v2/check-sessions/{id}"))
-            .send()
-            .await
-            .expect("session")
-            .json()
-            .await
-            .expect("session json")
-    }
 }
 
 fn merge(base: &mut Value, extra: Value) {
@@ -328,7 +319,12 @@ impl Agent {
 
     /// Jobs running now, from /health.
     pub async fn running_jobs(&self) -> Option<u64> {
-        let v: Value = reqwest::get(self.health_url("/health")).await.ok()?.json().await.ok()?;
+        let v: Value = reqwest::get(self.health_url("/health"))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
         v["runningJobs"].as_u64()
     }
 }
@@ -379,7 +375,9 @@ impl Target {
                 tx,
                 gate: gate.clone(),
             });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind target");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind target");
         let addr = listener.local_addr().expect("target addr");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
