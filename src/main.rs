@@ -131,7 +131,12 @@ async fn run_daemon(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => {
             let service = BoundService::bind(args.config()).await?;
-            tracing::info!(addr = %service.local_addr(), "control plane listening");
+            service.ensure_credentials().await?;
+            tracing::info!(
+                addr = %service.local_addr(),
+                credentials = %args.data_dir.join("credentials.json").display(),
+                "control plane listening"
+            );
             service.serve(shutdown).await?;
         }
         Command::Agent(args) => {

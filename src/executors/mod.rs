@@ -1,20 +1,27 @@
 //! Executors: one module per check type behind one trait. They know nothing of the
 //! service; they take a [`CheckSpec`] and give back a [`RunResult`].
 
+mod http_error;
+mod resolve;
+pub mod timed_http;
+mod tls;
 pub mod url;
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
 
-use crate::model::{CheckSpec, ErrorKind, RunResult};
+use crate::model::{CheckSpec, CheckType, ErrorKind, RunResult};
 
 /// Resources shared by every run: the DNS resolver and TLS configurations are built once
 /// per process, never per check.
 pub struct ExecEnv {
-    pub(crate) http: url::HttpEnv,
+    pub(crate) http: timed_http::HttpEnv,
+    /// Replaces the per-type run-time limit when set (tests use a short one).
+    pub(crate) run_timeout: Option<Duration>,
 }
 
 /// Building the execution environment failed (unreadable resolver config, bad CA bundle).
@@ -30,10 +37,31 @@ impl ExecEnv {
     /// Uses the system's resolver configuration and trust store, plus the PEM bundle
     /// named by `NODE_EXTRA_CA_CERTS` if set.
     pub fn from_system() -> Result<Arc<ExecEnv>, ExecEnvError> {
-        let extra_ca = std::env::var_os("NODE_EXTRA_CA_CERTS").map(std::path::PathBuf::from);
-        Ok(Arc::new(ExecEnv {
-            http: url::HttpEnv::new(extra_ca.as_deref())?,
-        }))
+        let extra_ca = std::env::var_os("NODE_EXTRA_CA_CERTS")
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from);
+        Ok(Arc::new(ExecEnv::new(extra_ca.as_deref())?))
+    }
+
+    /// Uses the system's resolver configuration and trust store, plus the PEM bundle at
+    /// `extra_ca` (instead of reading `NODE_EXTRA_CA_CERTS`).
+    pub fn new(extra_ca: Option<&Path>) -> Result<ExecEnv, ExecEnvError> {
+        Ok(ExecEnv {
+            http: timed_http::HttpEnv::new(extra_ca)?,
+            run_timeout: None,
+        })
+    }
+
+    /// Caps every run at `limit` instead of its type's maximum run time.
+    pub fn with_run_timeout(mut self, limit: Duration) -> ExecEnv {
+        self.run_timeout = Some(limit);
+        self
+    }
+
+    /// The time a run of `check_type` may take in this environment.
+    pub fn run_timeout(&self, check_type: CheckType) -> Duration {
+        self.run_timeout
+            .unwrap_or_else(|| check_type.max_run_time())
     }
 }
 
@@ -46,7 +74,7 @@ pub trait Executor {
 /// Runs `spec` with the time limit of its type; a run past it is an aborted TIMEOUT result.
 pub async fn run_check(spec: &CheckSpec, env: &ExecEnv) -> RunResult {
     let check_type = spec.check_type();
-    let limit = check_type.max_run_time();
+    let limit = env.run_timeout(check_type);
     let started = Utc::now();
     let run = async {
         match spec {

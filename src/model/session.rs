@@ -57,8 +57,8 @@ impl SessionStatus {
     /// STARTED -> PROGRESS / PROGRESS_FAILED / PROGRESS_DEGRADED -> PASSED / FAILED /
     /// DEGRADED / TIMED_OUT. CANCELLED is set by a cancel, never derived.
     pub fn aggregate(locations: usize, finals: &[Option<RunStatus>]) -> SessionStatus {
-        let failed = finals.iter().any(|f| *f == Some(RunStatus::Failed));
-        let degraded = finals.iter().any(|f| *f == Some(RunStatus::Degraded));
+        let failed = finals.contains(&Some(RunStatus::Failed));
+        let degraded = finals.contains(&Some(RunStatus::Degraded));
         let timed_out = finals.iter().any(Option::is_none);
         if finals.len() >= locations && locations > 0 {
             if failed {

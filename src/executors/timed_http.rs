@@ -1,0 +1,484 @@
+//! One HTTP/1.1 GET on a fresh connection, built by hand so every phase is measured:
+//! DNS (hickory), TCP connect, TLS handshake (tokio-rustls), first byte (request written
+//! to response head parsed, hyper's HTTP/1 client connection) and download (body read).
+//!
+//! Nothing is spawned: hyper's connection future is driven inline next to the request.
+//! What a hop has measured and received so far lives in a [`HopProgress`] owned by the
+//! caller, so a run cut short by its time limit still reports the phases it got through.
+
+use std::future::{Future, poll_fn};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{
+    ACCEPT, CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderValue, TRANSFER_ENCODING, USER_AGENT,
+};
+use http::{Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper::ext::ReasonPhrase;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use url::{Host, Position, Url};
+
+use super::ExecEnvError;
+use super::http_error::{FetchError, find_io_error};
+use super::resolve::{AddressList, SystemResolver};
+use super::tls::TlsConfigs;
+use crate::model::{ErrorKind, IpFamily, TimingPhases};
+
+/// Body bytes counted before reading stops and the body is marked truncated.
+pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
+/// Largest response head (status line and headers) accepted.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// Shared HTTP resources, built once per process: the system resolver, the two TLS
+/// client configurations and the HTTP/1 connection settings.
+pub struct HttpEnv {
+    resolver: SystemResolver,
+    tls: TlsConfigs,
+    h1: hyper::client::conn::http1::Builder,
+    user_agent: HeaderValue,
+}
+
+impl HttpEnv {
+    /// Reads the system DNS configuration and trust store, plus the PEM bundle at
+    /// `extra_ca` (the `NODE_EXTRA_CA_CERTS` file) if given. An unreadable DNS
+    /// configuration is not an error (only `/etc/hosts` names resolve then); a bad CA
+    /// bundle is [`ExecEnvError::CaBundle`].
+    pub fn new(extra_ca: Option<&Path>) -> Result<HttpEnv, ExecEnvError> {
+        let tls = TlsConfigs::new(extra_ca)?;
+        let mut h1 = hyper::client::conn::http1::Builder::new();
+        h1.max_header_size(MAX_HEAD_BYTES);
+        let user_agent = HeaderValue::from_str(&format!("outpost/{}", crate::VERSION))
+            .unwrap_or_else(|_| HeaderValue::from_static("outpost"));
+        Ok(HttpEnv {
+            resolver: SystemResolver::from_system(),
+            tls,
+            h1,
+            user_agent,
+        })
+    }
+}
+
+/// The phases of one hop, in the order they happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Dns,
+    Tcp,
+    Tls,
+    FirstByte,
+    Download,
+}
+
+/// The status line and headers of a response.
+#[derive(Debug)]
+pub(crate) struct ResponseHead {
+    pub(crate) status: StatusCode,
+    /// The reason phrase, when the server sent a non-canonical one.
+    pub(crate) reason: Option<ReasonPhrase>,
+    pub(crate) headers: HeaderMap,
+}
+
+/// What one hop has measured and received so far.
+#[derive(Debug, Default)]
+pub(crate) struct HopProgress {
+    /// Finished phases in milliseconds; `total` is left to the caller.
+    pub(crate) phases: TimingPhases,
+    running: Option<(Phase, Instant)>,
+    pub(crate) head: Option<ResponseHead>,
+    /// Body bytes counted, at most [`MAX_BODY_BYTES`].
+    pub(crate) body_size: u64,
+    pub(crate) body_truncated: bool,
+}
+
+impl HopProgress {
+    fn begin(&mut self, phase: Phase, at: Instant) {
+        self.running = Some((phase, at));
+    }
+
+    fn end(&mut self, at: Instant) {
+        if let Some((phase, since)) = self.running.take() {
+            self.set(phase, at.saturating_duration_since(since));
+        }
+    }
+
+    fn set(&mut self, phase: Phase, took: Duration) {
+        let ms = millis(took);
+        match phase {
+            Phase::Dns => self.phases.dns = ms,
+            Phase::Tcp => self.phases.tcp = ms,
+            Phase::Tls => self.phases.tls = ms,
+            Phase::FirstByte => self.phases.first_byte = ms,
+            Phase::Download => self.phases.download = ms,
+        }
+    }
+
+    /// Gives the phase still running (the run was cut short) the time it took until `now`.
+    pub(crate) fn close_running(&mut self, now: Instant) {
+        self.end(now);
+    }
+}
+
+/// Milliseconds with microsecond resolution.
+pub(crate) fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+/// How a hop connects.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HopOptions {
+    pub(crate) family: IpFamily,
+    /// Verify the server certificate (`skipSSL: false`).
+    pub(crate) verify_tls: bool,
+}
+
+/// GETs `url` on a fresh connection, recording phases, head and body size into `p`.
+/// On success `p.head` is set. On error `p` holds whatever was measured before it.
+pub(crate) async fn fetch(
+    env: &HttpEnv,
+    url: &Url,
+    opts: HopOptions,
+    p: &mut HopProgress,
+) -> Result<(), FetchError> {
+    let https = match url.scheme() {
+        "http" => false,
+        "https" => true,
+        _ => {
+            return Err(FetchError::new(
+                ErrorKind::InvalidJob,
+                "only http:// and https:// URLs can be checked",
+            ));
+        }
+    };
+    let (Some(host), Some(port)) = (url.host(), url.port_or_known_default()) else {
+        return Err(FetchError::new(
+            ErrorKind::InvalidJob,
+            "the URL has no host",
+        ));
+    };
+    let host_str = url.host_str().unwrap_or_default();
+
+    let addrs = match host {
+        Host::Ipv4(ip) => literal(IpAddr::V4(ip), opts.family)?,
+        Host::Ipv6(ip) => literal(IpAddr::V6(ip), opts.family)?,
+        Host::Domain(name) => {
+            p.begin(Phase::Dns, Instant::now());
+            let found = env.resolver.lookup(name, opts.family).await?;
+            p.end(Instant::now());
+            found
+        }
+    };
+
+    p.begin(Phase::Tcp, Instant::now());
+    let tcp = connect(&addrs, port, host_str).await?;
+    p.end(Instant::now());
+
+    // The Host header: host plus the port when it is not the scheme's default.
+    let authority = &url[Position::BeforeHost..Position::AfterPort];
+    if !https {
+        return exchange(env, tcp, url, authority, host_str, p).await;
+    }
+    let server_name = match host {
+        Host::Ipv4(ip) => ServerName::IpAddress(IpAddr::V4(ip).into()),
+        Host::Ipv6(ip) => ServerName::IpAddress(IpAddr::V6(ip).into()),
+        Host::Domain(name) => ServerName::try_from(name.to_owned()).map_err(|_| {
+            FetchError::new(
+                ErrorKind::Tls,
+                format!("{host_str} is not a valid name for a TLS certificate"),
+            )
+        })?,
+    };
+    let config = if opts.verify_tls {
+        env.tls.verifying.clone()
+    } else {
+        env.tls.insecure.clone()
+    };
+    p.begin(Phase::Tls, Instant::now());
+    let tls = TlsConnector::from(config)
+        .connect(server_name, tcp)
+        .await
+        .map_err(|e| FetchError::tls(host_str, &e))?;
+    p.end(Instant::now());
+    exchange(env, tls, url, authority, host_str, p).await
+}
+
+/// An IP literal as the only address, if it is of the family the check asks for.
+fn literal(ip: IpAddr, family: IpFamily) -> Result<AddressList, FetchError> {
+    match (ip, family) {
+        (IpAddr::V4(_), IpFamily::IPv4) | (IpAddr::V6(_), IpFamily::IPv6) => {
+            Ok(AddressList::one(ip))
+        }
+        (IpAddr::V4(_), IpFamily::IPv6) => Err(FetchError::dns(format!(
+            "the URL's host {ip} is an IPv4 address but the check uses IPv6"
+        ))),
+        (IpAddr::V6(_), IpFamily::IPv4) => Err(FetchError::dns(format!(
+            "the URL's host {ip} is an IPv6 address but the check uses IPv4"
+        ))),
+    }
+}
+
+/// Connects to the first address that accepts; the error reported is the first one.
+/// There is no per-address deadline: the run's time limit bounds the whole attempt.
+async fn connect(addrs: &AddressList, port: u16, host: &str) -> Result<TcpStream, FetchError> {
+    let mut first_error = None;
+    for ip in addrs.iter() {
+        match TcpStream::connect(SocketAddr::new(ip, port)).await {
+            Ok(stream) => {
+                // The TLS Finished and the request may follow a write that is not yet
+                // acknowledged; Nagle would hold them back by a delayed-ACK period.
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot disable Nagle's algorithm");
+                }
+                return Ok(stream);
+            }
+            Err(e) => {
+                tracing::debug!(%ip, port, error = %e, "connect failed");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let error = first_error.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable));
+    Err(FetchError::connect(&format!("{host}:{port}"), &error))
+}
+
+/// The HTTP/1.1 request and response on an established stream.
+async fn exchange<S>(
+    env: &HttpEnv,
+    stream: S,
+    url: &Url,
+    authority: &str,
+    host: &str,
+    p: &mut HopProgress,
+) -> Result<(), FetchError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let request = build_request(env, url, authority)?;
+    let base = Instant::now();
+    let written = AtomicU64::new(0);
+    let io = TokioIo::new(WriteClock {
+        inner: stream,
+        base,
+        written: &written,
+    });
+    let (mut sender, conn) = env
+        .h1
+        .handshake::<_, Empty<Bytes>>(io)
+        .await
+        .map_err(|e| FetchError::http(host, &e))?;
+    p.begin(Phase::FirstByte, base);
+    let response = sender.send_request(request);
+    let work = async {
+        let response = response.await.map_err(|e| FetchError::http(host, &e))?;
+        let head_at = Instant::now();
+        let written_at = base + Duration::from_nanos(written.load(Ordering::Relaxed));
+        p.running = None;
+        p.set(
+            Phase::FirstByte,
+            head_at.saturating_duration_since(written_at),
+        );
+        p.begin(Phase::Download, head_at);
+        let (mut parts, body) = response.into_parts();
+        let delimited_by_close = !parts.headers.contains_key(CONTENT_LENGTH)
+            && !parts.headers.contains_key(TRANSFER_ENCODING);
+        p.head = Some(ResponseHead {
+            status: parts.status,
+            reason: parts.extensions.remove::<ReasonPhrase>(),
+            headers: parts.headers,
+        });
+        read_body(body, p, host, delimited_by_close).await?;
+        p.end(Instant::now());
+        Ok(())
+    };
+    let outcome = drive(conn, work).await;
+    drop(sender);
+    outcome
+}
+
+/// GET with origin-form target, Host, User-Agent, Accept and `Connection: close`.
+fn build_request(
+    env: &HttpEnv,
+    url: &Url,
+    authority: &str,
+) -> Result<Request<Empty<Bytes>>, FetchError> {
+    let target = &url[Position::BeforePath..Position::AfterQuery];
+    let uri = Uri::try_from(target).map_err(|_| {
+        FetchError::new(
+            ErrorKind::InvalidJob,
+            "the URL's path or query cannot be sent in an HTTP request",
+        )
+    })?;
+    let host = HeaderValue::from_str(authority).map_err(|_| {
+        FetchError::new(
+            ErrorKind::InvalidJob,
+            "the URL's host cannot be sent in an HTTP request",
+        )
+    })?;
+    let mut request = Request::new(Empty::new());
+    *request.uri_mut() = uri;
+    let headers = request.headers_mut();
+    headers.insert(HOST, host);
+    headers.insert(USER_AGENT, env.user_agent.clone());
+    headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    Ok(request)
+}
+
+/// Counts body bytes up to [`MAX_BODY_BYTES`]; the body itself is not kept.
+async fn read_body(
+    mut body: Incoming,
+    p: &mut HopProgress,
+    host: &str,
+    delimited_by_close: bool,
+) -> Result<(), FetchError> {
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Some(data) = frame.data_ref() {
+                    let n = data.len() as u64;
+                    if p.body_size + n > MAX_BODY_BYTES {
+                        p.body_size = MAX_BODY_BYTES;
+                        p.body_truncated = true;
+                        return Ok(());
+                    }
+                    p.body_size += n;
+                }
+            }
+            Err(e) => {
+                // A body that ends when the connection closes may end without a TLS
+                // close_notify; many servers do that and clients accept it.
+                let unclean_close =
+                    find_io_error(&e).is_some_and(|io| io.kind() == io::ErrorKind::UnexpectedEof);
+                if delimited_by_close && unclean_close {
+                    return Ok(());
+                }
+                return Err(FetchError::http(host, &e));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Polls `work` to completion while driving the connection `conn` in the same task.
+/// `work` is polled first so a request it queues is written in the same pass.
+async fn drive<C, W>(conn: C, work: W) -> W::Output
+where
+    C: Future,
+    W: Future,
+{
+    let mut conn = pin!(conn);
+    let mut work = pin!(work);
+    let mut conn_done = false;
+    poll_fn(move |cx| {
+        if let Poll::Ready(out) = work.as_mut().poll(cx) {
+            return Poll::Ready(out);
+        }
+        if !conn_done && conn.as_mut().poll(cx).is_ready() {
+            // The connection ended (cleanly or not); `work` sees the outcome now.
+            conn_done = true;
+            return work.as_mut().poll(cx);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// A stream that notes when the last write completed (nanoseconds after `base`): the
+/// moment the request was written. Flushes are not marked: hyper flushes on every poll,
+/// also while waiting for the response.
+struct WriteClock<'a, S> {
+    inner: S,
+    base: Instant,
+    written: &'a AtomicU64,
+}
+
+impl<S> WriteClock<'_, S> {
+    fn mark(&self, poll: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(1..)) = poll {
+            let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.written.store(nanos, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteClock<'_, S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteClock<'_, S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.mark(&poll);
+        poll
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.mark(&poll);
+        poll
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_short_phase_gets_its_time_so_far() {
+        let mut p = HopProgress::default();
+        let t0 = Instant::now();
+        p.begin(Phase::Tcp, t0);
+        p.close_running(t0 + Duration::from_millis(5));
+        assert_eq!(p.phases.tcp, 5.0);
+        assert!(p.running.is_none());
+    }
+
+    #[test]
+    fn literal_must_match_the_family() {
+        let v6: IpAddr = "::1".parse().unwrap();
+        let err = literal(v6, IpFamily::IPv4).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Dns);
+        assert!(literal(v6, IpFamily::IPv6).is_ok());
+    }
+
+    #[test]
+    fn millis_keeps_microseconds() {
+        assert_eq!(millis(Duration::from_micros(1234)), 1.234);
+    }
+}

@@ -1,0 +1,153 @@
+//! `outpost check FILE.json`: the real binary against an in-process HTTP server on
+//! loopback. Exit 0 and a PASSED result, exit 1 on a failed check, exit 2 on bad input
+//! with the culprit named on stderr.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Output;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+async fn start_server() -> SocketAddr {
+    let router = Router::new().route("/ok", get(|| async { "fine" })).route(
+        "/broken",
+        get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "oops") }),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    addr
+}
+
+/// Runs `outpost check <file>` off the async threads so the server keeps answering.
+async fn outpost_check(file: &Path) -> Output {
+    let file = file.to_owned();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_outpost"))
+            .arg("check")
+            .arg(file)
+            .env_remove("NODE_EXTRA_CA_CERTS")
+            .env("LOG_LEVEL", "WARN")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, contents: &str) -> std::path::PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+fn stdout_json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+#[tokio::test]
+async fn a_passing_check_exits_0_with_its_result() {
+    let addr = start_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let doc =
+        json!({"checkType": "URL", "name": "ok", "request": {"url": format!("http://{addr}/ok")}});
+    let output = outpost_check(&write(&dir, "ok.json", &doc.to_string())).await;
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let result = stdout_json(&output);
+    assert_eq!(result["checkType"], "URL");
+    assert_eq!(result["status"], "PASSED");
+    assert_eq!(result["hasErrors"], false);
+    assert_eq!(result["hasFailures"], false);
+    assert_eq!(result["response"]["status"], 200);
+    assert_eq!(result["response"]["bodySize"], 4);
+    let phases = &result["timingPhases"];
+    for phase in ["dns", "tcp", "tls", "firstByte", "download", "total"] {
+        assert!(phases[phase].is_number(), "{phase} missing: {phases}");
+    }
+    assert_eq!(result["responseTime"], phases["total"]);
+}
+
+#[tokio::test]
+async fn a_failing_check_exits_1_with_its_result() {
+    let addr = start_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let doc = json!({"checkType": "URL", "request": {
+        "url": format!("http://{addr}/broken"),
+        "assertions": [{"source": "STATUS_CODE", "comparison": "EQUALS", "target": "200"}]
+    }});
+    let output = outpost_check(&write(&dir, "broken.json", &doc.to_string())).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let result = stdout_json(&output);
+    assert_eq!(result["status"], "FAILED");
+    assert_eq!(result["hasFailures"], true);
+    assert_eq!(result["response"]["status"], 500);
+    assert_eq!(result["assertions"][0]["passed"], false);
+    assert_eq!(result["assertions"][0]["actual"], "500");
+}
+
+#[tokio::test]
+async fn an_unreachable_target_exits_1_with_a_connect_error() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let doc = json!({"checkType": "URL", "request": {"url": format!("http://127.0.0.1:{port}/")}});
+    let output = outpost_check(&write(&dir, "refused.json", &doc.to_string())).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let result = stdout_json(&output);
+    assert_eq!(result["hasErrors"], true);
+    assert_eq!(result["error"]["kind"], "CONNECT");
+}
+
+#[tokio::test]
+async fn invalid_json_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = outpost_check(&write(&dir, "bad.json", "{\"checkType\": \"URL\",")).await;
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not valid JSON"), "{stderr}");
+}
+
+#[tokio::test]
+async fn an_invalid_definition_exits_2_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for (doc, field) in [
+        (
+            json!({"checkType": "URL", "request": {"url": "ftp://example.test/"}}),
+            "request.url",
+        ),
+        (
+            json!({"request": {"url": "http://127.0.0.1/"}}),
+            "checkType",
+        ),
+        (
+            json!({"checkType": "URL", "maxResponseTime": 99999, "request": {"url": "http://127.0.0.1/"}}),
+            "maxResponseTime",
+        ),
+    ] {
+        let output = outpost_check(&write(&dir, "invalid.json", &doc.to_string())).await;
+        assert_eq!(output.status.code(), Some(2), "{doc}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(field), "{field} not named: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_file_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = outpost_check(&dir.path().join("absent.json")).await;
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
+}
