@@ -20,6 +20,9 @@ pub const QUEUED_MAX_AGE: Duration = Duration::from_secs(6 * 60);
 /// One pass at `now`.
 pub async fn tick(ctx: &Ctx, now: i64) -> Result<ReapReport, StoreError> {
     let max_age = i64::try_from(QUEUED_MAX_AGE.as_millis()).unwrap_or(i64::MAX / 4);
+    if !ctx.store.reap_needed(now, max_age).await? {
+        return Ok(ReapReport::default());
+    }
     let report = ctx.store.reap(now, MAX_EXPIRIES, max_age).await?;
     ctx.hub.wake_locations(&report.locations);
     ctx.hub.sessions_finished(&report.finished_sessions);

@@ -44,6 +44,9 @@ pub fn next_slot(check_id: Uuid, interval_ms: i64, after_ms: i64) -> i64 {
 
 /// One pass at `now`: starts a session for every due check; returns how many.
 pub async fn tick(ctx: &Ctx, now: i64) -> Result<usize, StoreError> {
+    if ctx.store.earliest_schedule().await?.is_none_or(|t| t > now) {
+        return Ok(0);
+    }
     let mut started = 0;
     loop {
         let runs = ctx.store.run_due_schedules(now, BATCH).await?;

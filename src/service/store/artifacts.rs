@@ -42,7 +42,8 @@ impl Store {
                 AND lease_expires_at > ?4
              UNION ALL
              SELECT session_id, account_id FROM check_results
-              WHERE job_id = ?1 AND lease_id = ?2 AND location_id = ?3
+              WHERE job_id = ?1 AND result_type = 'FINAL' AND lease_id = ?2
+                AND location_id = ?3
              LIMIT 1",
         )
         .bind(job_id.to_string())

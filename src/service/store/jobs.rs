@@ -512,6 +512,19 @@ impl Store {
         Ok(report)
     }
 
+    /// Whether a reaper pass at `now` has anything to do (a cheap read).
+    pub async fn reap_needed(&self, now: i64, queued_max_age_ms: i64) -> Result<bool, StoreError> {
+        let needed: bool = sqlx::query_scalar(
+            "SELECT EXISTS(SELECT 1 FROM jobs WHERE state = 1 AND lease_expires_at <= ?1)
+                 OR EXISTS(SELECT 1 FROM jobs WHERE state = 0 AND available_at <= ?2)",
+        )
+        .bind(now)
+        .bind(now - queued_max_age_ms)
+        .fetch_one(self.reader())
+        .await?;
+        Ok(needed)
+    }
+
     /// At start: extends every active lease to at least `now + ttl_ms`, so that the
     /// time the service was down does not cost agents their leases.
     pub async fn extend_all_leases(&self, now: i64, ttl_ms: i64) -> Result<u64, StoreError> {

@@ -356,7 +356,7 @@ impl Store {
                     let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
                     sqlx::query(
                     "SELECT id, name, check_type, activated, tags, private_locations FROM checks
-                      WHERE account_id = ? AND id IN (SELECT value FROM json_each(?))
+                      WHERE +account_id = ? AND id IN (SELECT value FROM json_each(?))
                       ORDER BY created_at, id",
                 )
                 .bind(account_id.to_string())
@@ -501,6 +501,16 @@ impl Store {
             sessions: sessions.len(),
             locations,
         })
+    }
+
+    /// The earliest `next_run_at` of any scheduled check (a cheap read that lets the
+    /// scheduler skip passes with nothing due).
+    pub async fn earliest_schedule(&self) -> Result<Option<i64>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT min(next_run_at) FROM check_schedules")
+                .fetch_one(self.reader())
+                .await?,
+        )
     }
 
     /// One session of the account.
