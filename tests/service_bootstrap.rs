@@ -157,15 +157,18 @@ async fn the_real_scheduler_loop_starts_due_checks() {
         ..TestOptions::default()
     })
     .await;
-    svc.create_check(json!({"name": "fast", "frequency": 0, "frequencyOffset": 10}))
+    // Each check's first slot is at most 10 s away (the earliest of five, about 2 s);
+    // the long-poll is woken when the scheduler creates the first job.
+    for i in 0..5 {
+        svc.create_check(
+            json!({"name": format!("fast-{i}"), "frequency": 0, "frequencyOffset": 10}),
+        )
         .await;
-    // The check's first slot is at most 10 s away; the long-poll is woken when the
-    // scheduler creates the job.
-    let agent = svc.agent();
-    let mut jobs = agent.lease(1, 25).await;
-    if jobs.is_empty() {
-        jobs = agent.lease(1, 25).await;
     }
+    let agent = svc.agent();
+    let jobs = agent.lease(1, 25).await;
     assert_eq!(jobs.len(), 1);
+    let s = svc.get_session(&jobs[0].session_id.to_string()).await;
+    assert_eq!(s["runSource"], "SCHEDULER");
     svc.stop().await;
 }

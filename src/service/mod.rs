@@ -155,6 +155,21 @@ impl ServiceHandle {
     }
 }
 
+/// The bound address as a client can reach it: a wildcard address (0.0.0.0, ::) is
+/// replaced by loopback for the default public URL.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from((Ipv4Addr::LOCALHOST, addr.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((Ipv6Addr::LOCALHOST, addr.port()))
+        }
+        _ => addr,
+    }
+}
+
 impl BoundService {
     /// Opens (and migrates) the store and binds the listener.
     pub async fn bind(config: ServeConfig) -> Result<BoundService, ServiceError> {
@@ -188,7 +203,7 @@ impl BoundService {
         let addr = listener.local_addr()?;
         let public_url = match &config.public_url {
             Some(u) => u.as_str().trim_end_matches('/').to_owned(),
-            None => format!("http://{addr}"),
+            None => format!("http://{}", reachable(addr)),
         };
         let ctx = Arc::new(Ctx {
             store,
