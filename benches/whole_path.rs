@@ -57,6 +57,9 @@ fn arg(name: &str, default: u64) -> u64 {
 }
 
 fn spawn(cmd: &mut Command, log: &Path) -> Result<Killed> {
+    if let Some(parent) = log.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
     let f = std::fs::File::create(log)?;
     cmd.stdout(Stdio::from(f.try_clone()?))
         .stderr(Stdio::from(f))
@@ -105,7 +108,7 @@ fn start_nginx(dir: &Path, port: u16) -> Result<Killed> {
         ),
     )?;
     spawn(
-        Command::new("nginx")
+        Command::new(nginx_binary())
             .arg("-c")
             .arg(&conf)
             .arg("-p")
@@ -290,6 +293,7 @@ struct PeerFigures {
 
 async fn run_blackbox(dir: &Path, target: &str, seconds: u64) -> Result<PeerFigures> {
     let port = free_port()?;
+    std::fs::create_dir_all(dir)?;
     let conf = dir.join("blackbox.yml");
     std::fs::write(
         &conf,
