@@ -1100,4 +1100,267 @@ mod tests {
         assert_eq!(CheckType::Browser.pool(), Pool::Heavy);
         assert_eq!(CheckType::parse("MULTI_STEP"), Some(CheckType::MultiStep));
     }
+
+    fn field_of(doc: serde_json::Value) -> String {
+        CheckSpec::from_document(&doc)
+            .map(|spec| format!("no error for {spec:?}"))
+            .unwrap_or_else(|e| e.field)
+    }
+
+    #[test]
+    fn tcp_monitor_parses_with_defaults() {
+        let doc = json!({"checkType": "TCP", "name": "x",
+            "request": {"hostname": "db.example.test", "port": 5432}});
+        let Ok(CheckSpec::Tcp(t)) = CheckSpec::from_document(&doc) else {
+            panic!("not a TCP monitor")
+        };
+        assert_eq!(t.request.host().as_deref(), Some("db.example.test"));
+        assert_eq!(t.request.port, Some(5432));
+        assert_eq!(t.request.ip_family, IpFamily::IPv4);
+        assert_eq!(t.request.payload(), None);
+        assert_eq!(t.degraded_response_time, Some(3000.0));
+        assert_eq!(t.max_response_time, Some(5000.0));
+
+        let doc = json!({"checkType": "TCP", "request": {"url": "tcp://[::1]:25", "port": 25.0,
+            "body": "HELO", "ipFamily": "IPv6"}});
+        let Ok(CheckSpec::Tcp(t)) = CheckSpec::from_document(&doc) else {
+            panic!("not a TCP monitor")
+        };
+        assert_eq!(t.request.host().as_deref(), Some("::1"));
+        assert_eq!(t.request.payload(), Some("HELO"));
+        assert_eq!(t.request.port, Some(25));
+    }
+
+    #[test]
+    fn tcp_errors_name_the_field() {
+        let req = |extra: serde_json::Value| {
+            let mut r = json!({"hostname": "127.0.0.1", "port": 80});
+            for (k, v) in extra.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            json!({"checkType": "TCP", "request": r})
+        };
+        let cases = [
+            (
+                json!({"checkType": "TCP", "request": {"hostname": "h"}}),
+                "request.port",
+            ),
+            (req(json!({"port": 70000})), "request.port"),
+            (req(json!({"port": 0})), "request.port"),
+            (req(json!({"port": 80.5})), "request.port"),
+            (req(json!({"port": "80"})), "request.port"),
+            (
+                json!({"checkType": "TCP", "request": {"port": 80}}),
+                "request.hostname",
+            ),
+            (req(json!({"hostname": "bad host"})), "request.hostname"),
+            (req(json!({"hostname": 5})), "request.hostname"),
+            (
+                json!({"checkType": "TCP", "request": {"url": "tcp://", "port": 1}}),
+                "request.url",
+            ),
+            (req(json!({"ipFamily": "IPv5"})), "request.ipFamily"),
+            (req(json!({"data": ""})), "request.data"),
+            (
+                req(json!({"data": "x".repeat(MAX_TCP_DATA_BYTES + 1)})),
+                "request.data",
+            ),
+            (req(json!({"assertions": {}})), "request.assertions"),
+            (
+                req(json!({"assertions": [{"source": "STATUS_CODE", "comparison": "EQUALS"}]})),
+                "request.assertions[0].source",
+            ),
+            (
+                req(json!({"assertions": [{"source": "NOPE", "comparison": "EQUALS"}]})),
+                "request.assertions[0].source",
+            ),
+            (
+                req(json!({"assertions": [{"source": "RESPONSE_DATA", "comparison": "HAS_KEY"}]})),
+                "request.assertions[0].comparison",
+            ),
+            (
+                req(json!({"assertions": [{"source": "RESPONSE_DATA"}]})),
+                "request.assertions[0].comparison",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_TIME", "comparison": "LESS_THAN",
+                "target": "fast"}]}),
+                ),
+                "request.assertions[0].target",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_TIME", "comparison": "LESS_THAN",
+                "target": 100}]}),
+                ),
+                "request.assertions[0].target",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_DATA", "comparison": "CONTAINS",
+                "target": "x", "regex": "(.*)"}]}),
+                ),
+                "request.assertions[0].regex",
+            ),
+            (
+                json!({"checkType": "TCP", "maxResponseTime": 50000,
+                "request": {"hostname": "h", "port": 1}}),
+                "maxResponseTime",
+            ),
+            (
+                json!({"checkType": "TCP", "degradedResponseTime": "slow",
+                "request": {"hostname": "h", "port": 1}}),
+                "degradedResponseTime",
+            ),
+            (json!({"checkType": "TCP"}), "request"),
+        ];
+        for (doc, field) in cases {
+            assert_eq!(field_of(doc.clone()), field, "{doc}");
+        }
+    }
+
+    #[test]
+    fn dns_monitor_parses_with_defaults() {
+        let doc = json!({"checkType": "DNS", "name": "x",
+            "request": {"query": "example.test", "recordType": "AAAA"}});
+        let Ok(CheckSpec::Dns(d)) = CheckSpec::from_document(&doc) else {
+            panic!("not a DNS monitor")
+        };
+        assert_eq!(d.request.record_type, DnsRecordType::AAAA);
+        assert_eq!(d.request.protocol, DnsProtocol::Udp);
+        assert_eq!(d.request.name_server_target(), None);
+        assert_eq!(d.degraded_response_time, Some(500.0));
+        assert_eq!(d.max_response_time, Some(1000.0));
+        for t in DnsRecordType::ALL {
+            let doc = json!({"checkType": "DNS", "request": {"query": "a.test",
+                "recordType": t.as_str(), "protocol": "TCP"}});
+            let Ok(CheckSpec::Dns(d)) = CheckSpec::from_document(&doc) else {
+                panic!("{t:?} rejected")
+            };
+            assert_eq!(d.request.record_type, t);
+            assert_eq!(d.request.protocol, DnsProtocol::Tcp);
+        }
+    }
+
+    #[test]
+    fn dns_name_servers() {
+        let target = |ns: &str, port: Option<u16>| {
+            let mut doc = json!({"checkType": "DNS",
+                "request": {"query": "a.test", "recordType": "A", "nameServer": ns}});
+            if let Some(p) = port {
+                doc["request"]["port"] = json!(p);
+            }
+            let Ok(CheckSpec::Dns(d)) = CheckSpec::from_document(&doc) else {
+                panic!("{ns} rejected")
+            };
+            d.request.name_server_target().map(|t| (t.host, t.port))
+        };
+        assert_eq!(target("1.1.1.1", None), Some(("1.1.1.1".into(), 53)));
+        assert_eq!(
+            target("1.1.1.1", Some(5353)),
+            Some(("1.1.1.1".into(), 5353))
+        );
+        assert_eq!(target("1.1.1.1:5353", None), Some(("1.1.1.1".into(), 5353)));
+        assert_eq!(target("[::1]:54", None), Some(("::1".into(), 54)));
+        assert_eq!(target("::1", None), Some(("::1".into(), 53)));
+        assert_eq!(target("[::1]", None), Some(("::1".into(), 53)));
+        assert_eq!(
+            target("dns.example.test:5300", None),
+            Some(("dns.example.test".into(), 5300))
+        );
+        assert_eq!(
+            target("dns.example.test", None),
+            Some(("dns.example.test".into(), 53))
+        );
+        assert_eq!(target("", None), None);
+    }
+
+    #[test]
+    fn dns_errors_name_the_field() {
+        let req = |extra: serde_json::Value| {
+            let mut r = json!({"query": "example.test", "recordType": "A"});
+            for (k, v) in extra.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            json!({"checkType": "DNS", "request": r})
+        };
+        let cases = [
+            (
+                json!({"checkType": "DNS", "request": {"recordType": "A"}}),
+                "request.query",
+            ),
+            (
+                json!({"checkType": "DNS", "request": {"query": "a.test"}}),
+                "request.recordType",
+            ),
+            (req(json!({"recordType": "PTR"})), "request.recordType"),
+            (req(json!({"recordType": "a"})), "request.recordType"),
+            (req(json!({"protocol": "QUIC"})), "request.protocol"),
+            (req(json!({"query": ""})), "request.query"),
+            (req(json!({"query": "a b.test"})), "request.query"),
+            (req(json!({"query": "a..test"})), "request.query"),
+            (
+                req(json!({"query": format!("{}.test", "a".repeat(100))})),
+                "request.query",
+            ),
+            (
+                req(json!({"nameServer": "not valid!"})),
+                "request.nameServer",
+            ),
+            (
+                req(json!({"nameServer": "1.1.1.1:99999"})),
+                "request.nameServer",
+            ),
+            (
+                req(json!({"nameServer": "1.1.1.1:53", "port": 54})),
+                "request.port",
+            ),
+            (req(json!({"port": 65536})), "request.port"),
+            (
+                req(json!({"assertions": [{"source": "RESPONSE_DATA", "comparison": "EQUALS"}]})),
+                "request.assertions[0].source",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_CODE", "comparison": "EQUALS",
+                "target": "NXDOMIAN"}]}),
+                ),
+                "request.assertions[0].target",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_TIME", "comparison": "CONTAINS",
+                "target": "1"}]}),
+                ),
+                "request.assertions[0].comparison",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "JSON_ANSWER", "comparison": "EQUALS",
+                "property": "x".repeat(MAX_PROPERTY_LEN + 1)}]}),
+                ),
+                "request.assertions[0].property",
+            ),
+            (
+                json!({"checkType": "DNS", "maxResponseTime": 6000,
+                "request": {"query": "a.test", "recordType": "A"}}),
+                "maxResponseTime",
+            ),
+            (
+                json!({"checkType": "DNS", "degradedResponseTime": 900, "maxResponseTime": 800,
+                "request": {"query": "a.test", "recordType": "A"}}),
+                "degradedResponseTime",
+            ),
+        ];
+        for (doc, field) in cases {
+            assert_eq!(field_of(doc.clone()), field, "{doc}");
+        }
+        // Response codes are matched without regard to case.
+        let doc = req(
+            json!({"assertions": [{"source": "RESPONSE_CODE", "comparison": "EQUALS",
+            "target": "nxdomain"}]}),
+        );
+        assert!(CheckSpec::from_document(&doc).is_ok());
+    }
 }
