@@ -24,6 +24,7 @@ use chrono::Utc;
 use hickory_resolver::config::{NameServerConfig, ResolverOpts};
 use hickory_resolver::name_server::{ConnectionProvider, TokioConnectionProvider};
 use hickory_resolver::proto::op::{Message, Query, ResponseCode};
+use hickory_resolver::proto::rr::rdata::SVCB;
 use hickory_resolver::proto::rr::{Name, RData, Record, RecordType};
 use hickory_resolver::proto::xfer::{DnsHandle, DnsRequestOptions, FirstAnswer, Protocol};
 use hickory_resolver::proto::{ProtoError, ProtoErrorKind};
@@ -165,8 +166,11 @@ async fn query(env: &ExecEnv, spec: &DnsMonitorSpec, p: &mut Progress) -> Result
     // The run's time limit is the deadline; hickory's own timeout only backs it up.
     opts.timeout = env.run_timeout(CheckType::Dns);
 
+    // The provider owns the connection's background task: it lives as long as this
+    // run and no longer (dropping it aborts the task and closes the connection).
+    let provider = TokioConnectionProvider::default();
     let start = Instant::now();
-    let connecting = TokioConnectionProvider::default()
+    let connecting = provider
         .new_connection(&config, &opts)
         .map_err(|e| FetchError::connect(&server.to_string(), &e))?;
     let connection = connecting
@@ -185,6 +189,7 @@ async fn query(env: &ExecEnv, spec: &DnsMonitorSpec, p: &mut Progress) -> Result
         .map_err(|e| query_error(server, request.protocol, &e))?;
     p.response_time = Some(millis(start.elapsed()));
     p.response = Some(response.into_message());
+    drop(provider);
     Ok(())
 }
 
@@ -363,8 +368,26 @@ fn rdata_text(data: &RData) -> String {
             })
             .collect::<Vec<_>>()
             .join(" "),
+        RData::HTTPS(https) => svcb_text(https),
+        RData::SVCB(svcb) => svcb_text(svcb),
         other => other.to_string(),
     }
+}
+
+/// `priority target key=value...`; list values comma-separated without the trailing
+/// comma hickory's display adds, `no-default-alpn` without a value.
+fn svcb_text(svcb: &SVCB) -> String {
+    let mut text = format!("{} {}", svcb.svc_priority(), svcb.target_name());
+    for (key, value) in svcb.svc_params() {
+        let value = value.to_string();
+        let value = value.trim_end_matches(',');
+        if value.is_empty() {
+            text.push_str(&format!(" {key}"));
+        } else {
+            text.push_str(&format!(" {key}={value}"));
+        }
+    }
+    text
 }
 
 fn evaluate(a: &Assertion, summary: &DnsResponseSummary, time: f64) -> AssertionResult {
@@ -419,6 +442,28 @@ mod tests {
         assert_eq!(response_code_name(ResponseCode::BADKEY), "BADKEY");
         assert_eq!(response_code_name(ResponseCode::BADCOOKIE), "BADCOOKIE");
         assert_eq!(response_code_name(ResponseCode::Unknown(3000)), "RCODE3000");
+    }
+
+    #[test]
+    fn svcb_params_are_listed_without_trailing_commas() {
+        use hickory_resolver::proto::rr::rdata::HTTPS;
+        use hickory_resolver::proto::rr::rdata::svcb::{Alpn, SvcParamKey, SvcParamValue};
+        let svcb = SVCB::new(
+            1,
+            Name::root(),
+            vec![
+                (
+                    SvcParamKey::Alpn,
+                    SvcParamValue::Alpn(Alpn(vec!["h2".into(), "h3".into()])),
+                ),
+                (SvcParamKey::NoDefaultAlpn, SvcParamValue::NoDefaultAlpn),
+                (SvcParamKey::Port, SvcParamValue::Port(8443)),
+            ],
+        );
+        assert_eq!(
+            rdata_text(&RData::HTTPS(HTTPS(svcb))),
+            "1 . alpn=h2,h3 no-default-alpn port=8443"
+        );
     }
 
     #[test]

@@ -1363,4 +1363,21 @@ mod tests {
         );
         assert!(CheckSpec::from_document(&doc).is_ok());
     }
+
+    #[test]
+    fn tcp_and_dns_specs_survive_a_round_trip() {
+        for doc in [
+            json!({"checkType": "TCP", "request": {"hostname": "h.test", "port": 25,
+                "data": "EHLO x\r\n", "ipFamily": "IPv6", "assertions": [
+                {"source": "RESPONSE_DATA", "comparison": "CONTAINS", "target": "250"}]}}),
+            json!({"checkType": "DNS", "degradedResponseTime": 100, "request": {
+                "query": "a.test", "recordType": "HTTPS", "nameServer": "127.0.0.1:5353",
+                "protocol": "TCP", "assertions": [{"source": "JSON_ANSWER",
+                "comparison": "EQUALS", "property": "$.Status", "target": "NOERROR"}]}}),
+        ] {
+            let spec = CheckSpec::from_document(&doc).unwrap();
+            let again = CheckSpec::from_document(&serde_json::to_value(&spec).unwrap()).unwrap();
+            assert_eq!(spec, again);
+        }
+    }
 }
