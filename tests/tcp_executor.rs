@@ -139,7 +139,8 @@ async fn connect_only_passes_and_reports_the_connect_time() {
     let phases = result.timing_phases.unwrap();
     assert_eq!(phases.dns, 0.0, "an IP literal is not resolved");
     assert!(phases.tcp > 0.0);
-    assert_eq!(result.response_time, Some(phases.total));
+    assert_eq!(result.response_time, Some(phases.tcp), "connect only");
+    assert_eq!(phases.total, phases.tcp);
     let tcp = result.tcp.as_ref().unwrap();
     assert_eq!(tcp.address.as_deref(), Some(addr.to_string().as_str()));
     assert_eq!(tcp.bytes_sent, 0);
@@ -174,6 +175,10 @@ async fn data_is_sent_and_the_echo_is_asserted() {
     assert_eq!(
         phases.total,
         phases.dns + phases.tcp + phases.first_byte + phases.download
+    );
+    assert_eq!(
+        result.response_time,
+        Some(phases.tcp + phases.first_byte + phases.download)
     );
 }
 
@@ -375,6 +380,13 @@ async fn localhost_resolves_with_hickory() {
         result.tcp.as_ref().unwrap().address.as_deref(),
         Some(addr.to_string().as_str())
     );
+    // DNS time is a phase of its own, outside the response time.
+    let phases = result.timing_phases.unwrap();
+    assert_eq!(
+        result.response_time,
+        Some(phases.tcp + phases.first_byte + phases.download)
+    );
+    assert_eq!(phases.total, phases.dns + result.response_time.unwrap());
 }
 
 #[tokio::test]

@@ -17,9 +17,11 @@
 //! from the connect, without data) to the first byte received; `download` from the
 //! first to the last byte received. When nothing was received, `firstByte` runs to the
 //! moment reading stopped (the close or the first-byte timeout). `total` is the sum of
-//! the phases and is also `responseTime`, which RESPONSE_TIME assertions and
-//! `degradedResponseTime` / `maxResponseTime` compare with. Waiting for more bytes
-//! that never came (the idle timeout) is not counted.
+//! all phases. `responseTime` is the time of the service itself, DNS excluded: the
+//! connect time, plus the exchange (`firstByte` + `download`) when a response was
+//! read. RESPONSE_TIME assertions and `degradedResponseTime` / `maxResponseTime`
+//! compare with `responseTime`. Waiting for more bytes that never came (the idle
+//! timeout) is counted nowhere.
 //!
 //! Verdict: any failed assertion or `maxResponseTime` exceeded fails the run;
 //! `degradedResponseTime` exceeded degrades it. Without assertions a connection that
@@ -95,16 +97,16 @@ async fn run_tcp_monitor(spec: &TcpMonitorSpec, env: &ExecEnv) -> RunResult {
     };
     let stopped_at = Utc::now();
     let mut phases = p.phases;
-    phases.total = phases.dns + phases.tcp + phases.first_byte + phases.download;
+    let response_time = phases.tcp + phases.first_byte + phases.download;
+    phases.total = phases.dns + response_time;
 
     let mut result = match outcome {
         Ok(()) => {
-            let total = phases.total;
             let text = p
                 .received
                 .as_deref()
                 .map(|bytes| Value::String(String::from_utf8_lossy(bytes).into_owned()));
-            let time = Value::from(total);
+            let time = Value::from(response_time);
             let assertions: Vec<AssertionResult> = spec
                 .request
                 .assertions
@@ -130,15 +132,19 @@ async fn run_tcp_monitor(spec: &TcpMonitorSpec, env: &ExecEnv) -> RunResult {
                 })
                 .collect();
             let failed = assertions.iter().any(|a| !a.passed)
-                || spec.max_response_time.is_some_and(|max| total > max);
-            let degraded = spec.degraded_response_time.is_some_and(|d| total > d);
+                || spec
+                    .max_response_time
+                    .is_some_and(|max| response_time > max);
+            let degraded = spec
+                .degraded_response_time
+                .is_some_and(|d| response_time > d);
             let mut r = RunResult::new(
                 CheckType::Tcp,
                 started_at,
                 stopped_at,
                 failed,
                 degraded,
-                Some(total),
+                Some(response_time),
                 None,
             );
             r.assertions = assertions;
