@@ -25,13 +25,24 @@ async fn start_server() -> SocketAddr {
 
 /// Runs `outpost check <file>` off the async threads so the server keeps answering.
 async fn outpost_check(file: &Path) -> Output {
+    outpost_check_with_env(file, &[]).await
+}
+
+/// Like [`outpost_check`], with extra environment variables.
+async fn outpost_check_with_env(file: &Path, vars: &[(&str, &str)]) -> Output {
     let file = file.to_owned();
+    let vars: Vec<(String, String)> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_outpost"))
             .arg("check")
             .arg(file)
             .env_remove("NODE_EXTRA_CA_CERTS")
+            .env_remove("USE_OS_DNS_RESOLVER")
             .env("LOG_LEVEL", "WARN")
+            .envs(vars)
             .output()
             .unwrap()
     })
@@ -136,6 +147,14 @@ async fn an_invalid_definition_exits_2_naming_the_field() {
             json!({"checkType": "URL", "maxResponseTime": 99999, "request": {"url": "http://127.0.0.1/"}}),
             "maxResponseTime",
         ),
+        (
+            json!({"checkType": "TCP", "request": {"hostname": "127.0.0.1", "port": 70000}}),
+            "request.port",
+        ),
+        (
+            json!({"checkType": "DNS", "request": {"query": "a.test", "recordType": "PTR"}}),
+            "request.recordType",
+        ),
     ] {
         let output = outpost_check(&write(&dir, "invalid.json", &doc.to_string())).await;
         assert_eq!(output.status.code(), Some(2), "{doc}: {output:?}");
@@ -150,4 +169,129 @@ async fn a_missing_file_exits_2() {
     let output = outpost_check(&dir.path().join("absent.json")).await;
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
+}
+
+// ---------------------------------------------------------------- TCP and DNS monitors
+
+/// Echoes one line back, then closes.
+async fn start_line_echo() -> SocketAddr {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                let mut line = String::new();
+                if BufReader::new(read).read_line(&mut line).await.is_ok() {
+                    let _ = write.write_all(line.as_bytes()).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A UDP name server on loopback that answers every query NXDOMAIN.
+async fn start_nxdomain_server() -> SocketAddr {
+    use hickory_server::proto::op::{Message, MessageType, ResponseCode};
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 1500];
+        while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+            let Ok(query) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
+            let mut answer = Message::new();
+            answer
+                .set_id(query.id())
+                .set_message_type(MessageType::Response)
+                .set_op_code(query.op_code())
+                .set_recursion_desired(query.recursion_desired())
+                .set_response_code(ResponseCode::NXDomain)
+                .add_queries(query.queries().to_vec());
+            let _ = socket.send_to(&answer.to_vec().unwrap(), peer).await;
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_tcp_check_exits_0_with_the_received_data() {
+    let addr = start_line_echo().await;
+    let dir = tempfile::tempdir().unwrap();
+    let doc = json!({"checkType": "TCP", "request": {
+        "hostname": "127.0.0.1", "port": addr.port(), "data": "hello\n",
+        "assertions": [{"source": "RESPONSE_DATA", "comparison": "EQUALS", "target": "hello\n"}]
+    }});
+    let output = outpost_check(&write(&dir, "tcp.json", &doc.to_string())).await;
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let result = stdout_json(&output);
+    assert_eq!(result["checkType"], "TCP");
+    assert_eq!(result["status"], "PASSED");
+    assert_eq!(result["tcp"]["data"], "hello\n");
+    assert_eq!(result["tcp"]["bytesSent"], 6);
+    assert_eq!(result["assertions"][0]["passed"], true);
+    assert!(
+        result["responseTime"].as_f64().unwrap()
+            <= result["timingPhases"]["total"].as_f64().unwrap()
+    );
+    assert!(result["timingPhases"]["tcp"].is_number());
+}
+
+/// `127.1` is an IPv4 address to getaddrinfo only: the check reaching the echo server
+/// shows the variable switched TCP monitors to the operating system's resolver.
+#[tokio::test]
+async fn use_os_dns_resolver_switches_tcp_monitors_to_getaddrinfo() {
+    let addr = start_line_echo().await;
+    let dir = tempfile::tempdir().unwrap();
+    let doc = json!({"checkType": "TCP", "request": {"hostname": "127.1", "port": addr.port(),
+        "data": "x\n"}});
+    let file = write(&dir, "os.json", &doc.to_string());
+    let output = outpost_check_with_env(&file, &[("USE_OS_DNS_RESOLVER", "true")]).await;
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let result = stdout_json(&output);
+    assert_eq!(result["tcp"]["address"], addr.to_string());
+}
+
+#[tokio::test]
+async fn a_tcp_check_on_a_closed_port_exits_1_with_a_connect_error() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let doc = json!({"checkType": "TCP", "request": {"hostname": "127.0.0.1", "port": port}});
+    let output = outpost_check(&write(&dir, "closed.json", &doc.to_string())).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(stdout_json(&output)["error"]["kind"], "CONNECT");
+}
+
+#[tokio::test]
+async fn a_dns_check_asserts_on_the_response_code() {
+    let server = start_nxdomain_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let request = |assertions: Value| {
+        json!({"checkType": "DNS", "request": {"query": "gone.example.test", "recordType": "A",
+            "nameServer": server.ip().to_string(), "port": server.port(),
+            "assertions": assertions}})
+    };
+    let asserted = request(json!([
+        {"source": "RESPONSE_CODE", "comparison": "EQUALS", "target": "NXDOMAIN"}
+    ]));
+    let output = outpost_check(&write(&dir, "nx.json", &asserted.to_string())).await;
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let result = stdout_json(&output);
+    assert_eq!(result["checkType"], "DNS");
+    assert_eq!(result["dns"]["responseCode"], "NXDOMAIN");
+    assert_eq!(result["dns"]["jsonAnswer"]["Status"], "NXDOMAIN");
+    assert_eq!(result["dns"]["nameServer"], server.to_string());
+
+    let plain = request(json!([]));
+    let output = outpost_check(&write(&dir, "plain.json", &plain.to_string())).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let result = stdout_json(&output);
+    assert_eq!(result["hasFailures"], true);
+    assert_eq!(result["hasErrors"], false);
 }

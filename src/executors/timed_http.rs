@@ -68,6 +68,10 @@ impl HttpEnv {
             user_agent,
         })
     }
+    /// The process-wide resolver, for other executors that resolve host names.
+    pub(crate) fn resolver(&self) -> &SystemResolver {
+        &self.resolver
+    }
 }
 
 /// The phases of one hop, in the order they happen.

@@ -102,12 +102,16 @@ impl Pool {
 #[serde(tag = "checkType", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum CheckSpec {
     Url(UrlMonitorSpec),
+    Tcp(TcpMonitorSpec),
+    Dns(DnsMonitorSpec),
 }
 
 impl CheckSpec {
     pub fn check_type(&self) -> CheckType {
         match self {
             CheckSpec::Url(_) => CheckType::Url,
+            CheckSpec::Tcp(_) => CheckType::Tcp,
+            CheckSpec::Dns(_) => CheckType::Dns,
         }
     }
 
@@ -115,6 +119,8 @@ impl CheckSpec {
     pub fn validate(&self) -> Result<(), ValidationError> {
         match self {
             CheckSpec::Url(spec) => spec.validate(),
+            CheckSpec::Tcp(spec) => spec.validate(),
+            CheckSpec::Dns(spec) => spec.validate(),
         }
     }
 
@@ -129,6 +135,8 @@ impl CheckSpec {
         };
         match CheckType::parse(name) {
             Some(CheckType::Url) => {}
+            Some(CheckType::Tcp) => precheck_tcp(doc)?,
+            Some(CheckType::Dns) => precheck_dns(doc)?,
             Some(other) => {
                 return Err(ValidationError::new(
                     "checkType",
@@ -370,6 +378,675 @@ pub enum Comparison {
     NotNull,
 }
 
+// ---------------------------------------------------------------- TCP and DNS monitors
+
+/// Most assertions one TCP or DNS monitor may have.
+pub const MAX_ASSERTIONS: usize = 100;
+/// Longest `request.hostname` or `request.url` of a TCP monitor the reference API accepts.
+pub const MAX_TCP_HOST_LEN: usize = 2048;
+/// Most bytes of `request.data` a TCP monitor sends.
+pub const MAX_TCP_DATA_BYTES: usize = 64 * 1024;
+/// Longest `request.query` of a DNS monitor the reference API accepts.
+pub const MAX_DNS_QUERY_LEN: usize = 100;
+/// Longest `request.nameServer` of a DNS monitor the reference API accepts.
+pub const MAX_NAME_SERVER_LEN: usize = 100;
+/// Largest response-time threshold of a DNS monitor the reference API accepts.
+pub const MAX_DNS_RESPONSE_TIME_LIMIT_MS: f64 = 5_000.0;
+/// Longest assertion `property` (a JSON path for JSON_ANSWER).
+pub const MAX_PROPERTY_LEN: usize = 512;
+/// Port a DNS monitor queries when neither `port` nor `nameServer` names one.
+pub const DEFAULT_DNS_PORT: u16 = 53;
+/// The DNS response codes a RESPONSE_CODE assertion may name, as DNS tools print them.
+pub const DNS_RESPONSE_CODES: &[&str] = &[
+    "NOERROR",
+    "FORMERR",
+    "SERVFAIL",
+    "NXDOMAIN",
+    "NOTIMP",
+    "REFUSED",
+    "YXDOMAIN",
+    "YXRRSET",
+    "NXRRSET",
+    "NOTAUTH",
+    "NOTZONE",
+    "BADVERS",
+    "BADSIG",
+    "BADKEY",
+    "BADTIME",
+    "BADMODE",
+    "BADNAME",
+    "BADALG",
+    "BADTRUNC",
+    "BADCOOKIE",
+];
+
+/// A TCP monitor: a connection to a host and port, optionally sending `data` and
+/// judging what comes back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpMonitorSpec {
+    pub request: TcpRequest,
+    /// Milliseconds after which the run is DEGRADED.
+    #[serde(default = "default_degraded_ms")]
+    pub degraded_response_time: Option<f64>,
+    /// Milliseconds after which the run is FAILED.
+    #[serde(default = "default_max_ms")]
+    pub max_response_time: Option<f64>,
+}
+
+/// The request of a TCP monitor. The host comes from `hostname`, else from `url`
+/// (`tcp://host:port` or a bare host).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Required; `Option` so a missing port is reported as `request.port`.
+    #[serde(default, deserialize_with = "deserialize_port")]
+    pub port: Option<u16>,
+    /// Text sent after connecting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// Older name of `data`, used when `data` is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub ip_family: IpFamily,
+    #[serde(default)]
+    pub assertions: Vec<Assertion>,
+}
+
+/// Reads a port given as a JSON number (`53` or `53.0`).
+fn deserialize_port<'de, D>(deserializer: D) -> Result<Option<u16>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error;
+    match Option::<f64>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(p) if p.fract() == 0.0 && (1.0..=65535.0).contains(&p) => Ok(Some(p as u16)),
+        Some(p) => Err(D::Error::custom(format!(
+            "{p} is not a port number between 1 and 65535"
+        ))),
+    }
+}
+
+impl TcpRequest {
+    /// The host to connect to (IPv6 literals without brackets), from `hostname` or `url`.
+    pub fn host(&self) -> Option<String> {
+        if let Some(hostname) = self.hostname.as_deref().filter(|h| !h.is_empty()) {
+            return Some(unbracket(hostname).to_owned());
+        }
+        let url = self.url.as_deref().filter(|u| !u.is_empty())?;
+        if url.contains("://") {
+            let parsed = url::Url::parse(url).ok()?;
+            return parsed.host_str().map(|h| unbracket(h).to_owned());
+        }
+        Some(unbracket(url).to_owned())
+    }
+
+    /// The text to send after connecting: `data`, else `body`.
+    pub fn payload(&self) -> Option<&str> {
+        self.data
+            .as_deref()
+            .or(self.body.as_deref())
+            .filter(|d| !d.is_empty())
+    }
+
+    fn validate(&self, at: &str) -> Result<(), ValidationError> {
+        let host_field = if self.hostname.as_deref().is_some_and(|h| !h.is_empty()) {
+            format!("{at}.hostname")
+        } else if self.url.as_deref().is_some_and(|u| !u.is_empty()) {
+            format!("{at}.url")
+        } else {
+            return Err(ValidationError::new(
+                format!("{at}.hostname"),
+                "is required (or request.url)",
+            ));
+        };
+        for value in [&self.hostname, &self.url].into_iter().flatten() {
+            if value.len() > MAX_TCP_HOST_LEN {
+                return Err(ValidationError::new(
+                    host_field,
+                    format!("must be at most {MAX_TCP_HOST_LEN} characters"),
+                ));
+            }
+        }
+        match self.host() {
+            Some(host) => validate_host(&host, &host_field)?,
+            None => {
+                return Err(ValidationError::new(
+                    host_field,
+                    "must be a host name, an IP address or a URL with a host",
+                ));
+            }
+        }
+        if self.port.is_none() {
+            return Err(ValidationError::new(format!("{at}.port"), "is required"));
+        }
+        for (name, value) in [("data", &self.data), ("body", &self.body)] {
+            if let Some(v) = value {
+                if v.is_empty() {
+                    return Err(ValidationError::new(
+                        format!("{at}.{name}"),
+                        "must not be empty (leave it out or null to only connect)",
+                    ));
+                }
+                if v.len() > MAX_TCP_DATA_BYTES {
+                    return Err(ValidationError::new(
+                        format!("{at}.{name}"),
+                        format!("must be at most {MAX_TCP_DATA_BYTES} bytes"),
+                    ));
+                }
+            }
+        }
+        validate_assertion_count(&self.assertions, at)?;
+        for (i, a) in self.assertions.iter().enumerate() {
+            let field = format!("{at}.assertions[{i}]");
+            validate_no_regex(a, &field)?;
+            match a.source {
+                AssertionSource::ResponseData => {
+                    if !matches!(
+                        a.comparison,
+                        Comparison::Equals
+                            | Comparison::NotEquals
+                            | Comparison::IsEmpty
+                            | Comparison::NotEmpty
+                            | Comparison::LessThan
+                            | Comparison::GreaterThan
+                            | Comparison::Contains
+                            | Comparison::NotContains
+                    ) {
+                        return Err(ValidationError::new(
+                            format!("{field}.comparison"),
+                            "must be EQUALS, NOT_EQUALS, IS_EMPTY, NOT_EMPTY, LESS_THAN, \
+                             GREATER_THAN, CONTAINS or NOT_CONTAINS",
+                        ));
+                    }
+                }
+                AssertionSource::ResponseTime => validate_response_time_assertion(a, &field)?,
+                _ => {
+                    return Err(ValidationError::new(
+                        format!("{field}.source"),
+                        "TCP monitors assert on RESPONSE_DATA or RESPONSE_TIME",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TcpMonitorSpec {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        self.request.validate("request")?;
+        validate_thresholds(
+            self.degraded_response_time,
+            self.max_response_time,
+            MAX_RESPONSE_TIME_LIMIT_MS,
+        )
+    }
+}
+
+/// A DNS monitor: one query to one name server, judged by its response code, its
+/// answer and its response time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsMonitorSpec {
+    pub request: DnsRequest,
+    /// Milliseconds after which the run is DEGRADED.
+    #[serde(default = "default_dns_degraded_ms")]
+    pub degraded_response_time: Option<f64>,
+    /// Milliseconds after which the run is FAILED.
+    #[serde(default = "default_dns_max_ms")]
+    pub max_response_time: Option<f64>,
+}
+
+fn default_dns_degraded_ms() -> Option<f64> {
+    Some(500.0)
+}
+fn default_dns_max_ms() -> Option<f64> {
+    Some(1000.0)
+}
+
+/// The request of a DNS monitor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsRequest {
+    /// The name asked about; always taken as fully qualified (no search domains).
+    pub query: String,
+    pub record_type: DnsRecordType,
+    /// IP address or host name, optionally with `:port`; absent or empty: the first
+    /// name server of the system configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_server: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "deserialize_port",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub protocol: DnsProtocol,
+    #[serde(default)]
+    pub assertions: Vec<Assertion>,
+}
+
+/// The record types a DNS monitor can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[allow(clippy::upper_case_acronyms)]
+pub enum DnsRecordType {
+    A,
+    AAAA,
+    CNAME,
+    MX,
+    TXT,
+    SOA,
+    NS,
+    HTTPS,
+}
+
+impl DnsRecordType {
+    /// Every type, in the order the reference lists them.
+    pub const ALL: [DnsRecordType; 8] = [
+        DnsRecordType::A,
+        DnsRecordType::AAAA,
+        DnsRecordType::CNAME,
+        DnsRecordType::MX,
+        DnsRecordType::TXT,
+        DnsRecordType::SOA,
+        DnsRecordType::NS,
+        DnsRecordType::HTTPS,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DnsRecordType::A => "A",
+            DnsRecordType::AAAA => "AAAA",
+            DnsRecordType::CNAME => "CNAME",
+            DnsRecordType::MX => "MX",
+            DnsRecordType::TXT => "TXT",
+            DnsRecordType::SOA => "SOA",
+            DnsRecordType::NS => "NS",
+            DnsRecordType::HTTPS => "HTTPS",
+        }
+    }
+}
+
+/// The transport of a DNS query; there is no fallback from one to the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum DnsProtocol {
+    #[default]
+    Udp,
+    Tcp,
+}
+
+impl DnsProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DnsProtocol::Udp => "UDP",
+            DnsProtocol::Tcp => "TCP",
+        }
+    }
+}
+
+/// Where a DNS monitor sends its query, as written in the check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameServerTarget {
+    /// An IP address (without brackets) or a host name.
+    pub host: String,
+    pub port: u16,
+}
+
+impl DnsRequest {
+    /// The name server the check names, or `None` for the system's. The port is
+    /// `port`, else the one in `nameServer`, else 53.
+    pub fn name_server_target(&self) -> Option<NameServerTarget> {
+        let (host, embedded) = split_name_server(self.name_server.as_deref()?.trim())?;
+        Some(NameServerTarget {
+            host,
+            port: self.port.or(embedded).unwrap_or(DEFAULT_DNS_PORT),
+        })
+    }
+
+    fn validate(&self, at: &str) -> Result<(), ValidationError> {
+        validate_dns_query(&self.query, &format!("{at}.query"))?;
+        if let Some(ns) = self.name_server.as_deref() {
+            let field = format!("{at}.nameServer");
+            if ns.len() > MAX_NAME_SERVER_LEN {
+                return Err(ValidationError::new(
+                    field,
+                    format!("must be at most {MAX_NAME_SERVER_LEN} characters"),
+                ));
+            }
+            if !ns.trim().is_empty() {
+                let Some((host, embedded)) = split_name_server(ns.trim()) else {
+                    return Err(ValidationError::new(
+                        field,
+                        "must be an IP address or a host name, optionally with :port",
+                    ));
+                };
+                validate_host(&host, &field)?;
+                if let (Some(p), Some(e)) = (self.port, embedded)
+                    && p != e
+                {
+                    return Err(ValidationError::new(
+                        format!("{at}.port"),
+                        format!("is {p} but nameServer names port {e}"),
+                    ));
+                }
+            }
+        }
+        validate_assertion_count(&self.assertions, at)?;
+        for (i, a) in self.assertions.iter().enumerate() {
+            let field = format!("{at}.assertions[{i}]");
+            validate_no_regex(a, &field)?;
+            match a.source {
+                AssertionSource::ResponseTime => validate_response_time_assertion(a, &field)?,
+                AssertionSource::ResponseCode => {
+                    if matches!(a.comparison, Comparison::Equals | Comparison::NotEquals)
+                        && !DNS_RESPONSE_CODES
+                            .iter()
+                            .any(|c| c.eq_ignore_ascii_case(a.target.trim()))
+                    {
+                        return Err(ValidationError::new(
+                            format!("{field}.target"),
+                            format!(
+                                "must be a DNS response code ({})",
+                                DNS_RESPONSE_CODES.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                AssertionSource::TextAnswer => {}
+                AssertionSource::JsonAnswer => {
+                    if a.property.len() > MAX_PROPERTY_LEN {
+                        return Err(ValidationError::new(
+                            format!("{field}.property"),
+                            format!("must be at most {MAX_PROPERTY_LEN} characters"),
+                        ));
+                    }
+                }
+                _ => {
+                    return Err(ValidationError::new(
+                        format!("{field}.source"),
+                        "DNS monitors assert on RESPONSE_TIME, RESPONSE_CODE, TEXT_ANSWER or \
+                         JSON_ANSWER",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DnsMonitorSpec {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        self.request.validate("request")?;
+        validate_thresholds(
+            self.degraded_response_time,
+            self.max_response_time,
+            MAX_DNS_RESPONSE_TIME_LIMIT_MS,
+        )
+    }
+}
+
+/// Splits `host`, `ip`, `[v6]`, `host:port`, `ip:port` or `[v6]:port`.
+fn split_name_server(value: &str) -> Option<(String, Option<u16>)> {
+    if value.is_empty() {
+        return None;
+    }
+    if let Ok(ip) = value.parse::<std::net::IpAddr>() {
+        return Some((ip.to_string(), None));
+    }
+    if let Ok(addr) = value.parse::<std::net::SocketAddr>() {
+        return Some((addr.ip().to_string(), Some(addr.port())));
+    }
+    if let Some(inner) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+        return Some((inner.to_owned(), None));
+    }
+    match value.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => {
+            let port = port.parse::<u16>().ok().filter(|p| *p != 0)?;
+            Some((host.to_owned(), Some(port)))
+        }
+        Some(_) => None,
+        None => Some((value.to_owned(), None)),
+    }
+}
+
+fn unbracket(host: &str) -> &str {
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+}
+
+/// An IP address, or a host name of 1 to 253 characters in labels of 1 to 63 letters,
+/// digits, `-` and `_` (one trailing dot allowed).
+fn validate_host(host: &str, field: &str) -> Result<(), ValidationError> {
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let name = host.strip_suffix('.').unwrap_or(host);
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(ValidationError::new(
+            field,
+            format!("{host:?} is not an IP address or a valid host name"),
+        ))
+    }
+}
+
+/// 1 to 100 characters, no spaces or control characters, labels of 1 to 63 bytes (one
+/// trailing dot allowed). Non-ASCII names are allowed (they are sent as punycode).
+fn validate_dns_query(query: &str, field: &str) -> Result<(), ValidationError> {
+    if query.is_empty() || query.chars().count() > MAX_DNS_QUERY_LEN {
+        return Err(ValidationError::new(
+            field,
+            format!("must be 1 to {MAX_DNS_QUERY_LEN} characters"),
+        ));
+    }
+    if query.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ValidationError::new(
+            field,
+            "must not contain spaces or control characters",
+        ));
+    }
+    let name = query.strip_suffix('.').unwrap_or(query);
+    if name.is_empty() && query == "." {
+        return Ok(()); // the root
+    }
+    if name
+        .split('.')
+        .any(|label| label.is_empty() || label.len() > 63)
+    {
+        return Err(ValidationError::new(
+            field,
+            "must be a domain name with labels of 1 to 63 characters",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_thresholds(
+    degraded: Option<f64>,
+    max: Option<f64>,
+    limit: f64,
+) -> Result<(), ValidationError> {
+    for (field, value) in [("degradedResponseTime", degraded), ("maxResponseTime", max)] {
+        if let Some(v) = value
+            && !(0.0..=limit).contains(&v)
+        {
+            return Err(ValidationError::new(
+                field,
+                format!("must be between 0 and {limit} milliseconds"),
+            ));
+        }
+    }
+    if let (Some(d), Some(m)) = (degraded, max)
+        && d > m
+    {
+        return Err(ValidationError::new(
+            "degradedResponseTime",
+            "must not be greater than maxResponseTime",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_assertion_count(assertions: &[Assertion], at: &str) -> Result<(), ValidationError> {
+    if assertions.len() > MAX_ASSERTIONS {
+        return Err(ValidationError::new(
+            format!("{at}.assertions"),
+            format!("must have at most {MAX_ASSERTIONS} assertions"),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_no_regex(a: &Assertion, field: &str) -> Result<(), ValidationError> {
+    if a.regex.as_deref().is_some_and(|r| !r.is_empty()) {
+        return Err(ValidationError::new(
+            format!("{field}.regex"),
+            "regular expressions are not supported by this version",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_response_time_assertion(a: &Assertion, field: &str) -> Result<(), ValidationError> {
+    if !matches!(
+        a.comparison,
+        Comparison::Equals | Comparison::NotEquals | Comparison::LessThan | Comparison::GreaterThan
+    ) {
+        return Err(ValidationError::new(
+            format!("{field}.comparison"),
+            "RESPONSE_TIME compares with EQUALS, NOT_EQUALS, LESS_THAN or GREATER_THAN",
+        ));
+    }
+    if !a.target.trim().parse::<f64>().is_ok_and(f64::is_finite) {
+        return Err(ValidationError::new(
+            format!("{field}.target"),
+            "must be a number of milliseconds",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the typed fields of a TCP check document one by one, so a wrong type or an
+/// unknown enum value is reported with its JSON path instead of as `body`.
+fn precheck_tcp(doc: &serde_json::Value) -> Result<(), ValidationError> {
+    let request = precheck_request(doc)?;
+    for key in ["hostname", "url", "data", "body"] {
+        precheck_field::<Option<String>>(request, key, "request")?;
+    }
+    precheck_field::<Option<f64>>(request, "port", "request")?;
+    precheck_port(request)?;
+    precheck_field::<IpFamily>(request, "ipFamily", "request")?;
+    precheck_assertions(request)
+}
+
+/// Like [`precheck_tcp`], for a DNS check document.
+fn precheck_dns(doc: &serde_json::Value) -> Result<(), ValidationError> {
+    let request = precheck_request(doc)?;
+    for key in ["query", "recordType"] {
+        if request.get(key).is_none_or(serde_json::Value::is_null) {
+            return Err(ValidationError::new(
+                format!("request.{key}"),
+                "is required",
+            ));
+        }
+    }
+    precheck_field::<String>(request, "query", "request")?;
+    precheck_field::<DnsRecordType>(request, "recordType", "request")?;
+    precheck_field::<Option<String>>(request, "nameServer", "request")?;
+    precheck_port(request)?;
+    precheck_field::<DnsProtocol>(request, "protocol", "request")?;
+    precheck_assertions(request)
+}
+
+fn precheck_request(doc: &serde_json::Value) -> Result<&serde_json::Value, ValidationError> {
+    for key in ["degradedResponseTime", "maxResponseTime"] {
+        precheck_field::<Option<f64>>(doc, key, "")?;
+    }
+    match doc.get("request") {
+        None | Some(serde_json::Value::Null) => Err(ValidationError::new("request", "is required")),
+        Some(request) if request.is_object() => Ok(request),
+        Some(_) => Err(ValidationError::new("request", "must be an object")),
+    }
+}
+
+fn precheck_port(request: &serde_json::Value) -> Result<(), ValidationError> {
+    match request.get("port") {
+        None | Some(serde_json::Value::Null) => Ok(()),
+        Some(port) => deserialize_port(port)
+            .map(|_| ())
+            .map_err(|e| ValidationError::new("request.port", e.to_string())),
+    }
+}
+
+fn precheck_assertions(request: &serde_json::Value) -> Result<(), ValidationError> {
+    let Some(assertions) = request.get("assertions") else {
+        return Ok(());
+    };
+    let Some(list) = assertions.as_array() else {
+        return Err(ValidationError::new(
+            "request.assertions",
+            "must be an array",
+        ));
+    };
+    for (i, a) in list.iter().enumerate() {
+        let at = format!("request.assertions[{i}]");
+        if !a.is_object() {
+            return Err(ValidationError::new(at, "must be an object"));
+        }
+        for key in ["source", "comparison"] {
+            if a.get(key).is_none() {
+                return Err(ValidationError::new(format!("{at}.{key}"), "is required"));
+            }
+        }
+        precheck_field::<AssertionSource>(a, "source", &at)?;
+        precheck_field::<Comparison>(a, "comparison", &at)?;
+        for key in ["property", "target"] {
+            precheck_field::<String>(a, key, &at)?;
+        }
+        precheck_field::<Option<String>>(a, "regex", &at)?;
+    }
+    Ok(())
+}
+
+/// If `parent` has `key`, it must deserialize as `T`; the error names `at.key`.
+fn precheck_field<'a, T: Deserialize<'a>>(
+    parent: &'a serde_json::Value,
+    key: &str,
+    at: &str,
+) -> Result<(), ValidationError> {
+    let Some(value) = parent.get(key) else {
+        return Ok(());
+    };
+    T::deserialize(value).map(|_| ()).map_err(|e| {
+        let field = if at.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{at}.{key}")
+        };
+        ValidationError::new(field, e.to_string())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,7 +1057,9 @@ mod tests {
         let doc =
             json!({"checkType": "URL", "name": "x", "request": {"url": "http://127.0.0.1:1/"}});
         let spec = CheckSpec::from_document(&doc).expect("valid");
-        let CheckSpec::Url(u) = spec;
+        let CheckSpec::Url(u) = spec else {
+            panic!("not a URL monitor: {spec:?}")
+        };
         assert!(u.request.follow_redirects);
         assert!(!u.request.skip_ssl);
         assert_eq!(u.request.ip_family, IpFamily::IPv4);
@@ -420,5 +1099,285 @@ mod tests {
         assert_eq!(CheckType::Url.pool(), Pool::Uptime);
         assert_eq!(CheckType::Browser.pool(), Pool::Heavy);
         assert_eq!(CheckType::parse("MULTI_STEP"), Some(CheckType::MultiStep));
+    }
+
+    fn field_of(doc: serde_json::Value) -> String {
+        CheckSpec::from_document(&doc)
+            .map(|spec| format!("no error for {spec:?}"))
+            .unwrap_or_else(|e| e.field)
+    }
+
+    #[test]
+    fn tcp_monitor_parses_with_defaults() {
+        let doc = json!({"checkType": "TCP", "name": "x",
+            "request": {"hostname": "db.example.test", "port": 5432}});
+        let Ok(CheckSpec::Tcp(t)) = CheckSpec::from_document(&doc) else {
+            panic!("not a TCP monitor")
+        };
+        assert_eq!(t.request.host().as_deref(), Some("db.example.test"));
+        assert_eq!(t.request.port, Some(5432));
+        assert_eq!(t.request.ip_family, IpFamily::IPv4);
+        assert_eq!(t.request.payload(), None);
+        assert_eq!(t.degraded_response_time, Some(3000.0));
+        assert_eq!(t.max_response_time, Some(5000.0));
+
+        let doc = json!({"checkType": "TCP", "request": {"url": "tcp://[::1]:25", "port": 25.0,
+            "body": "HELO", "ipFamily": "IPv6"}});
+        let Ok(CheckSpec::Tcp(t)) = CheckSpec::from_document(&doc) else {
+            panic!("not a TCP monitor")
+        };
+        assert_eq!(t.request.host().as_deref(), Some("::1"));
+        assert_eq!(t.request.payload(), Some("HELO"));
+        assert_eq!(t.request.port, Some(25));
+    }
+
+    #[test]
+    fn tcp_errors_name_the_field() {
+        let req = |extra: serde_json::Value| {
+            let mut r = json!({"hostname": "127.0.0.1", "port": 80});
+            for (k, v) in extra.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            json!({"checkType": "TCP", "request": r})
+        };
+        let cases = [
+            (
+                json!({"checkType": "TCP", "request": {"hostname": "h"}}),
+                "request.port",
+            ),
+            (req(json!({"port": 70000})), "request.port"),
+            (req(json!({"port": 0})), "request.port"),
+            (req(json!({"port": 80.5})), "request.port"),
+            (req(json!({"port": "80"})), "request.port"),
+            (
+                json!({"checkType": "TCP", "request": {"port": 80}}),
+                "request.hostname",
+            ),
+            (req(json!({"hostname": "bad host"})), "request.hostname"),
+            (req(json!({"hostname": 5})), "request.hostname"),
+            (
+                json!({"checkType": "TCP", "request": {"url": "tcp://", "port": 1}}),
+                "request.url",
+            ),
+            (req(json!({"ipFamily": "IPv5"})), "request.ipFamily"),
+            (req(json!({"data": ""})), "request.data"),
+            (
+                req(json!({"data": "x".repeat(MAX_TCP_DATA_BYTES + 1)})),
+                "request.data",
+            ),
+            (req(json!({"assertions": {}})), "request.assertions"),
+            (
+                req(json!({"assertions": [{"source": "STATUS_CODE", "comparison": "EQUALS"}]})),
+                "request.assertions[0].source",
+            ),
+            (
+                req(json!({"assertions": [{"source": "NOPE", "comparison": "EQUALS"}]})),
+                "request.assertions[0].source",
+            ),
+            (
+                req(json!({"assertions": [{"source": "RESPONSE_DATA", "comparison": "HAS_KEY"}]})),
+                "request.assertions[0].comparison",
+            ),
+            (
+                req(json!({"assertions": [{"source": "RESPONSE_DATA"}]})),
+                "request.assertions[0].comparison",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_TIME", "comparison": "LESS_THAN",
+                "target": "fast"}]}),
+                ),
+                "request.assertions[0].target",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_TIME", "comparison": "LESS_THAN",
+                "target": 100}]}),
+                ),
+                "request.assertions[0].target",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_DATA", "comparison": "CONTAINS",
+                "target": "x", "regex": "(.*)"}]}),
+                ),
+                "request.assertions[0].regex",
+            ),
+            (
+                json!({"checkType": "TCP", "maxResponseTime": 50000,
+                "request": {"hostname": "h", "port": 1}}),
+                "maxResponseTime",
+            ),
+            (
+                json!({"checkType": "TCP", "degradedResponseTime": "slow",
+                "request": {"hostname": "h", "port": 1}}),
+                "degradedResponseTime",
+            ),
+            (json!({"checkType": "TCP"}), "request"),
+        ];
+        for (doc, field) in cases {
+            assert_eq!(field_of(doc.clone()), field, "{doc}");
+        }
+    }
+
+    #[test]
+    fn dns_monitor_parses_with_defaults() {
+        let doc = json!({"checkType": "DNS", "name": "x",
+            "request": {"query": "example.test", "recordType": "AAAA"}});
+        let Ok(CheckSpec::Dns(d)) = CheckSpec::from_document(&doc) else {
+            panic!("not a DNS monitor")
+        };
+        assert_eq!(d.request.record_type, DnsRecordType::AAAA);
+        assert_eq!(d.request.protocol, DnsProtocol::Udp);
+        assert_eq!(d.request.name_server_target(), None);
+        assert_eq!(d.degraded_response_time, Some(500.0));
+        assert_eq!(d.max_response_time, Some(1000.0));
+        for t in DnsRecordType::ALL {
+            let doc = json!({"checkType": "DNS", "request": {"query": "a.test",
+                "recordType": t.as_str(), "protocol": "TCP"}});
+            let Ok(CheckSpec::Dns(d)) = CheckSpec::from_document(&doc) else {
+                panic!("{t:?} rejected")
+            };
+            assert_eq!(d.request.record_type, t);
+            assert_eq!(d.request.protocol, DnsProtocol::Tcp);
+        }
+    }
+
+    #[test]
+    fn dns_name_servers() {
+        let target = |ns: &str, port: Option<u16>| {
+            let mut doc = json!({"checkType": "DNS",
+                "request": {"query": "a.test", "recordType": "A", "nameServer": ns}});
+            if let Some(p) = port {
+                doc["request"]["port"] = json!(p);
+            }
+            let Ok(CheckSpec::Dns(d)) = CheckSpec::from_document(&doc) else {
+                panic!("{ns} rejected")
+            };
+            d.request.name_server_target().map(|t| (t.host, t.port))
+        };
+        assert_eq!(target("1.1.1.1", None), Some(("1.1.1.1".into(), 53)));
+        assert_eq!(
+            target("1.1.1.1", Some(5353)),
+            Some(("1.1.1.1".into(), 5353))
+        );
+        assert_eq!(target("1.1.1.1:5353", None), Some(("1.1.1.1".into(), 5353)));
+        assert_eq!(target("[::1]:54", None), Some(("::1".into(), 54)));
+        assert_eq!(target("::1", None), Some(("::1".into(), 53)));
+        assert_eq!(target("[::1]", None), Some(("::1".into(), 53)));
+        assert_eq!(
+            target("dns.example.test:5300", None),
+            Some(("dns.example.test".into(), 5300))
+        );
+        assert_eq!(
+            target("dns.example.test", None),
+            Some(("dns.example.test".into(), 53))
+        );
+        assert_eq!(target("", None), None);
+    }
+
+    #[test]
+    fn dns_errors_name_the_field() {
+        let req = |extra: serde_json::Value| {
+            let mut r = json!({"query": "example.test", "recordType": "A"});
+            for (k, v) in extra.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            json!({"checkType": "DNS", "request": r})
+        };
+        let cases = [
+            (
+                json!({"checkType": "DNS", "request": {"recordType": "A"}}),
+                "request.query",
+            ),
+            (
+                json!({"checkType": "DNS", "request": {"query": "a.test"}}),
+                "request.recordType",
+            ),
+            (req(json!({"recordType": "PTR"})), "request.recordType"),
+            (req(json!({"recordType": "a"})), "request.recordType"),
+            (req(json!({"protocol": "QUIC"})), "request.protocol"),
+            (req(json!({"query": ""})), "request.query"),
+            (req(json!({"query": "a b.test"})), "request.query"),
+            (req(json!({"query": "a..test"})), "request.query"),
+            (
+                req(json!({"query": format!("{}.test", "a".repeat(100))})),
+                "request.query",
+            ),
+            (
+                req(json!({"nameServer": "not valid!"})),
+                "request.nameServer",
+            ),
+            (
+                req(json!({"nameServer": "1.1.1.1:99999"})),
+                "request.nameServer",
+            ),
+            (
+                req(json!({"nameServer": "1.1.1.1:53", "port": 54})),
+                "request.port",
+            ),
+            (req(json!({"port": 65536})), "request.port"),
+            (
+                req(json!({"assertions": [{"source": "RESPONSE_DATA", "comparison": "EQUALS"}]})),
+                "request.assertions[0].source",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_CODE", "comparison": "EQUALS",
+                "target": "NXDOMIAN"}]}),
+                ),
+                "request.assertions[0].target",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "RESPONSE_TIME", "comparison": "CONTAINS",
+                "target": "1"}]}),
+                ),
+                "request.assertions[0].comparison",
+            ),
+            (
+                req(
+                    json!({"assertions": [{"source": "JSON_ANSWER", "comparison": "EQUALS",
+                "property": "x".repeat(MAX_PROPERTY_LEN + 1)}]}),
+                ),
+                "request.assertions[0].property",
+            ),
+            (
+                json!({"checkType": "DNS", "maxResponseTime": 6000,
+                "request": {"query": "a.test", "recordType": "A"}}),
+                "maxResponseTime",
+            ),
+            (
+                json!({"checkType": "DNS", "degradedResponseTime": 900, "maxResponseTime": 800,
+                "request": {"query": "a.test", "recordType": "A"}}),
+                "degradedResponseTime",
+            ),
+        ];
+        for (doc, field) in cases {
+            assert_eq!(field_of(doc.clone()), field, "{doc}");
+        }
+        // Response codes are matched without regard to case.
+        let doc = req(
+            json!({"assertions": [{"source": "RESPONSE_CODE", "comparison": "EQUALS",
+            "target": "nxdomain"}]}),
+        );
+        assert!(CheckSpec::from_document(&doc).is_ok());
+    }
+
+    #[test]
+    fn tcp_and_dns_specs_survive_a_round_trip() {
+        for doc in [
+            json!({"checkType": "TCP", "request": {"hostname": "h.test", "port": 25,
+                "data": "EHLO x\r\n", "ipFamily": "IPv6", "assertions": [
+                {"source": "RESPONSE_DATA", "comparison": "CONTAINS", "target": "250"}]}}),
+            json!({"checkType": "DNS", "degradedResponseTime": 100, "request": {
+                "query": "a.test", "recordType": "HTTPS", "nameServer": "127.0.0.1:5353",
+                "protocol": "TCP", "assertions": [{"source": "JSON_ANSWER",
+                "comparison": "EQUALS", "property": "$.Status", "target": "NOERROR"}]}}),
+        ] {
+            let spec = CheckSpec::from_document(&doc).unwrap();
+            let again = CheckSpec::from_document(&serde_json::to_value(&spec).unwrap()).unwrap();
+            assert_eq!(spec, again);
+        }
     }
 }

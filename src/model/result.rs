@@ -37,6 +37,12 @@ pub struct RunResult {
     pub timing_phases: Option<TimingPhases>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<HttpResponseSummary>,
+    /// What a TCP monitor connected to and received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpResponseSummary>,
+    /// What a DNS monitor asked and was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<DnsResponseSummary>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub assertions: Vec<AssertionResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,6 +77,8 @@ impl RunResult {
             response_time,
             timing_phases: None,
             response: None,
+            tcp: None,
+            dns: None,
             assertions: Vec::new(),
             error,
         };
@@ -144,6 +152,42 @@ pub struct HttpResponseSummary {
     pub body_size: u64,
     /// The body was longer than the cap and reading stopped there.
     pub body_truncated: bool,
+}
+
+/// What a TCP monitor connected to and received, bounded in size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpResponseSummary {
+    /// The address the connection was made to (`ip:port`), once connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Bytes of `data` sent after connecting.
+    pub bytes_sent: u64,
+    /// What the peer sent, as lossy UTF-8, if the run read a response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// Bytes received, counted up to the cap.
+    pub data_size: u64,
+    /// The response was longer than the cap and reading stopped there.
+    pub data_truncated: bool,
+}
+
+/// What a DNS monitor asked and was answered. `textAnswer` and `jsonAnswer` are what
+/// TEXT_ANSWER and JSON_ANSWER assertions read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsResponseSummary {
+    /// The name server asked (`ip:port`).
+    pub name_server: String,
+    /// `UDP` or `TCP`.
+    pub protocol: String,
+    /// The response code as DNS tools print it (`NOERROR`, `NXDOMAIN`, ...).
+    pub response_code: String,
+    /// The answer records as zone-file lines (`name TTL class type data`), one per line.
+    pub text_answer: String,
+    /// The response as JSON: `Status`, the `TC`/`RD`/`RA`/`AD`/`CD` flags, `Question`,
+    /// `Answer` and `Authority` (records as `{name, type, TTL, data}`).
+    pub json_answer: serde_json::Value,
 }
 
 /// The outcome of one assertion.
