@@ -21,7 +21,9 @@ impl Drop for Killed {
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// utime + stime of a process, in seconds.
@@ -41,11 +43,7 @@ fn mem_mb(pid: u32, field: &str) -> Result<f64> {
         .lines()
         .find(|l| l.starts_with(field))
         .context("status field")?;
-    let kb: f64 = line
-        .split_whitespace()
-        .nth(1)
-        .context("value")?
-        .parse()?;
+    let kb: f64 = line.split_whitespace().nth(1).context("value")?.parse()?;
     Ok(kb / 1024.0)
 }
 
@@ -63,7 +61,9 @@ fn spawn(cmd: &mut Command, log: &Path) -> Result<Killed> {
     cmd.stdout(Stdio::from(f.try_clone()?))
         .stderr(Stdio::from(f))
         .stdin(Stdio::null());
-    Ok(Killed(cmd.spawn().with_context(|| format!("spawning {cmd:?}"))?))
+    Ok(Killed(
+        cmd.spawn().with_context(|| format!("spawning {cmd:?}"))?,
+    ))
 }
 
 async fn wait_http(url: &str) -> Result<()> {
@@ -96,7 +96,11 @@ fn start_nginx(dir: &Path, port: u16) -> Result<Killed> {
         ),
     )?;
     spawn(
-        Command::new("nginx").arg("-c").arg(&conf).arg("-p").arg(dir),
+        Command::new("nginx")
+            .arg("-c")
+            .arg(&conf)
+            .arg("-p")
+            .arg(dir),
         &dir.join("nginx.out"),
     )
 }
@@ -117,7 +121,12 @@ async fn run_outpost(dir: &Path, target: &str, checks: u64, rounds: u64) -> Resu
     let data = dir.join("data");
     let serve = spawn(
         Command::new(bin)
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+            ])
             .arg(&data)
             .env("LOG_LEVEL", "WARN"),
         &dir.join("serve.log"),
@@ -175,11 +184,13 @@ async fn run_outpost(dir: &Path, target: &str, checks: u64, rounds: u64) -> Resu
     }
     for i in 0..checks {
         let resp = api(reqwest::Method::POST, "/v1/checks/url")
-            .json(&json!({"name": format!("bench-{i}"), "frequency": 1440, "tags": ["bench"],
+            .json(
+                &json!({"name": format!("bench-{i}"), "frequency": 1440, "tags": ["bench"],
                 "privateLocations": [location], "degradedResponseTime": 10000,
                 "maxResponseTime": 20000,
                 "request": {"url": target, "assertions": [
-                    {"source": "STATUS_CODE", "comparison": "EQUALS", "target": "200"}]}}))
+                    {"source": "STATUS_CODE", "comparison": "EQUALS", "target": "200"}]}}),
+            )
             .send()
             .await?;
         if resp.status() != 201 {
@@ -322,7 +333,10 @@ async fn main() -> Result<()> {
     let ours = run_outpost(&root.join("outpost"), &target, checks, rounds).await?;
     let peer = run_blackbox(&root.join("blackbox"), &target, peer_seconds).await?;
 
-    println!("Whole path, {} URL checks ({checks} checks x {rounds} triggers); peer: blackbox exporter, wrk -t2 -c16 -d{peer_seconds}s\n", ours.total);
+    println!(
+        "Whole path, {} URL checks ({checks} checks x {rounds} triggers); peer: blackbox exporter, wrk -t2 -c16 -d{peer_seconds}s\n",
+        ours.total
+    );
     println!("| figure | outpost (whole path) | blackbox exporter (probe only) | ratio |");
     println!("|---|---|---|---|");
     println!(

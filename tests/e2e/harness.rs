@@ -33,7 +33,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(start.elapsed() < EVENT_TIMEOUT, "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -48,7 +51,9 @@ impl Proc {
     pub fn spawn(mut cmd: Command, log: PathBuf) -> Proc {
         let file = std::fs::File::create(&log).expect("log file");
         let out = file.try_clone().expect("clone log");
-        cmd.stdout(Stdio::from(out)).stderr(Stdio::from(file)).stdin(Stdio::null());
+        cmd.stdout(Stdio::from(out))
+            .stderr(Stdio::from(file))
+            .stdin(Stdio::null());
         let child = cmd.spawn().expect("spawn outpost");
         Proc { child, log }
     }
@@ -328,7 +333,12 @@ impl Agent {
 
     /// Jobs running now, from /health.
     pub async fn running_jobs(&self) -> Option<u64> {
-        let v: Value = reqwest::get(self.health_url("/health")).await.ok()?.json().await.ok()?;
+        let v: Value = reqwest::get(self.health_url("/health"))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
         v["runningJobs"].as_u64()
     }
 }
@@ -379,7 +389,9 @@ impl Target {
                 tx,
                 gate: gate.clone(),
             });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind target");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind target");
         let addr = listener.local_addr().expect("target addr");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;

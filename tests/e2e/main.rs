@@ -24,7 +24,9 @@ async fn url_checks_pass_and_fail_through_the_whole_path_with_timing_phases() {
     let agent = Agent::start(&cp, &dir.path().join("spool"), &[]);
     agent.await_ready().await;
 
-    let ok = cp.create_url_check("ok", &target.url("/ok"), json!({})).await;
+    let ok = cp
+        .create_url_check("ok", &target.url("/ok"), json!({}))
+        .await;
     let broken = cp
         .create_url_check("broken", &target.url("/status/500"), json!({}))
         .await;
@@ -46,7 +48,10 @@ async fn url_checks_pass_and_fail_through_the_whole_path_with_timing_phases() {
 
         let result_id = f[0]["checkResultId"].as_str().unwrap();
         let r: Value = cp
-            .api(Method::GET, &format!("/v1/check-results/{check_id}/{result_id}"))
+            .api(
+                Method::GET,
+                &format!("/v1/check-results/{check_id}/{result_id}"),
+            )
             .send()
             .await
             .unwrap()
@@ -62,7 +67,11 @@ async fn url_checks_pass_and_fail_through_the_whole_path_with_timing_phases() {
             phases["total"].as_f64().unwrap() >= phases["firstByte"].as_f64().unwrap(),
             "{r}"
         );
-        assert_eq!(phases["tls"].as_f64(), Some(0.0), "plain HTTP has no TLS phase: {r}");
+        assert_eq!(
+            phases["tls"].as_f64(),
+            Some(0.0),
+            "plain HTTP has no TLS phase: {r}"
+        );
     }
 }
 
@@ -74,7 +83,9 @@ async fn sigterm_while_a_job_runs_drains_delivers_and_exits_zero() {
     let mut agent = Agent::start(&cp, &dir.path().join("spool"), &[]);
     agent.await_ready().await;
 
-    let check = cp.create_url_check("gated", &target.url("/gate"), json!({})).await;
+    let check = cp
+        .create_url_check("gated", &target.url("/gate"), json!({}))
+        .await;
     let session = cp.trigger(&[&check]).await.remove(0);
     target.arrival().await;
 
@@ -89,13 +100,22 @@ async fn sigterm_while_a_job_runs_drains_delivers_and_exits_zero() {
         "readiness took {:?} to turn 503",
         signalled.elapsed()
     );
-    assert_eq!(agent.probe("/-/liveness").await, Some(200), "alive while draining");
+    assert_eq!(
+        agent.probe("/-/liveness").await,
+        Some(200),
+        "alive while draining"
+    );
 
     target.open(1);
     let s = cp.await_session(&session).await;
     assert_eq!(s["status"], "PASSED", "{s}");
     assert_eq!(finals(&s).len(), 1);
-    assert_eq!(agent.proc.wait_exit().await, Some(0), "{}", agent.proc.output());
+    assert_eq!(
+        agent.proc.wait_exit().await,
+        Some(0),
+        "{}",
+        agent.proc.output()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,7 +128,9 @@ async fn killed_agent_loses_its_lease_and_the_job_runs_again_once() {
     a.await_ready().await;
     b.await_ready().await;
 
-    let check = cp.create_url_check("gated", &target.url("/gate"), json!({})).await;
+    let check = cp
+        .create_url_check("gated", &target.url("/gate"), json!({}))
+        .await;
     let session = cp.trigger(&[&check]).await.remove(0);
     target.arrival().await;
 
@@ -177,7 +199,12 @@ async fn results_survive_a_control_plane_outage_and_an_agent_restart() {
 
     // The agent restarts while the control plane is still down.
     agent.proc.signal("TERM");
-    assert_eq!(agent.proc.wait_exit().await, Some(0), "{}", agent.proc.output());
+    assert_eq!(
+        agent.proc.wait_exit().await,
+        Some(0),
+        "{}",
+        agent.proc.output()
+    );
     let creds = cp.creds.clone();
     drop(cp);
     let agent2 = harness::Agent::start_with_key(port, &creds.agent_key, &spool, &grace);
@@ -226,13 +253,20 @@ async fn a_wrong_agent_key_is_refused_and_fatal() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["statusCode"], 401, "{body}");
 
-    let mut agent =
-        Agent::start_with_key(cp.port, "opa_not-a-real-key", &dir.path().join("spool"), &[]);
+    let mut agent = Agent::start_with_key(
+        cp.port,
+        "opa_not-a-real-key",
+        &dir.path().join("spool"),
+        &[],
+    );
     let code = agent.proc.wait_exit().await;
     let out = agent.proc.output();
     assert!(code.is_some_and(|c| c != 0), "exit {code:?}: {out}");
     assert!(out.contains("API_KEY") && out.contains("401"), "{out}");
-    assert!(!out.contains("opa_not-a-real-key"), "the key leaked into the log: {out}");
+    assert!(
+        !out.contains("opa_not-a-real-key"),
+        "the key leaked into the log: {out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -250,7 +284,10 @@ async fn up_bootstraps_once_runs_checks_and_restarts_on_the_same_data() {
             .arg("--data-dir")
             .arg(&data)
             .env("AGENT_HEALTH_PORT", health.to_string());
-        Proc::spawn(cmd, dir.path().join(format!("up-{}.log", uuid::Uuid::new_v4())))
+        Proc::spawn(
+            cmd,
+            dir.path().join(format!("up-{}.log", uuid::Uuid::new_v4())),
+        )
     };
     let probe = || async move {
         reqwest::get(format!("http://127.0.0.1:{health}/-/readiness"))
@@ -260,11 +297,23 @@ async fn up_bootstraps_once_runs_checks_and_restarts_on_the_same_data() {
     };
 
     let mut up = start_up();
-    eventually("up's agent ready", || async { (probe().await == Some(200)).then_some(()) }).await;
+    eventually("up's agent ready", || async {
+        (probe().await == Some(200)).then_some(())
+    })
+    .await;
     let creds_text = std::fs::read_to_string(data.join("credentials.json")).unwrap();
     let creds: Value = serde_json::from_str(&creds_text).unwrap();
-    for field in ["apiUrl", "accountId", "apiKey", "privateLocation", "agentKey"] {
-        assert!(creds[field].as_str().is_some_and(|s| !s.is_empty()), "{field} in {creds}");
+    for field in [
+        "apiUrl",
+        "accountId",
+        "apiKey",
+        "privateLocation",
+        "agentKey",
+    ] {
+        assert!(
+            creds[field].as_str().is_some_and(|s| !s.is_empty()),
+            "{field} in {creds}"
+        );
     }
     let http = reqwest::Client::new();
     let api = |m: Method, path: &str| {
@@ -273,8 +322,10 @@ async fn up_bootstraps_once_runs_checks_and_restarts_on_the_same_data() {
             .header("x-service-account", creds["accountId"].as_str().unwrap())
     };
     let created: Value = api(Method::POST, "/v1/checks/url")
-        .json(&json!({"name": "up", "frequency": 1440, "privateLocations": [creds["privateLocation"]],
-                       "request": {"url": target.url("/ok")}}))
+        .json(
+            &json!({"name": "up", "frequency": 1440, "privateLocations": [creds["privateLocation"]],
+                       "request": {"url": target.url("/ok")}}),
+        )
         .send()
         .await
         .unwrap()
@@ -290,7 +341,10 @@ async fn up_bootstraps_once_runs_checks_and_restarts_on_the_same_data() {
         .json()
         .await
         .unwrap();
-    let session = triggered["sessions"][0]["checkSessionId"].as_str().unwrap().to_owned();
+    let session = triggered["sessions"][0]["checkSessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let done: Value = eventually("session completes", || async {
         let r = api(
             Method::GET,
@@ -299,7 +353,11 @@ async fn up_bootstraps_once_runs_checks_and_restarts_on_the_same_data() {
         .send()
         .await
         .ok()?;
-        if r.status() == 200 { r.json().await.ok() } else { None }
+        if r.status() == 200 {
+            r.json().await.ok()
+        } else {
+            None
+        }
     })
     .await;
     assert_eq!(done["status"], "PASSED", "{done}");
@@ -308,7 +366,10 @@ async fn up_bootstraps_once_runs_checks_and_restarts_on_the_same_data() {
     assert_eq!(up.wait_exit().await, Some(0), "{}", up.output());
 
     let mut up = start_up();
-    eventually("up ready again", || async { (probe().await == Some(200)).then_some(()) }).await;
+    eventually("up ready again", || async {
+        (probe().await == Some(200)).then_some(())
+    })
+    .await;
     assert_eq!(
         std::fs::read_to_string(data.join("credentials.json")).unwrap(),
         creds_text,
