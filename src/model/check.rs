@@ -646,13 +646,14 @@ impl Assertion {
                 compile_regex(&self.property)
                     .map_err(|e| ValidationError::new(format!("{at}.property"), e))?;
             }
-            S::Headers if !self.property.is_empty() => {
-                if http::HeaderName::from_bytes(self.property.as_bytes()).is_err() {
-                    return Err(ValidationError::new(
-                        format!("{at}.property"),
-                        "is not a valid HTTP header name",
-                    ));
-                }
+            S::Headers
+                if !self.property.is_empty()
+                    && http::HeaderName::from_bytes(self.property.trim().as_bytes()).is_err() =>
+            {
+                return Err(ValidationError::new(
+                    format!("{at}.property"),
+                    "is not a valid HTTP header name",
+                ));
             }
             _ => {}
         }

@@ -124,6 +124,10 @@ impl JsonPath {
         for step in &self.steps {
             let mut next = Vec::new();
             for value in &current {
+                // Owned values are computed lengths (numbers): nothing to select inside.
+                let Cow::Borrowed(value) = value else {
+                    continue;
+                };
                 match step {
                     Step::Child(selector) => apply(selector, value, &mut next),
                     Step::Descend(selector) => descend(selector, value, &mut next),
@@ -229,15 +233,7 @@ fn bracket(chars: &[char], start: usize) -> Result<(Selector, usize), JsonPathEr
 }
 
 /// Pushes what `selector` picks from `value`.
-fn apply<'a>(selector: &Selector, value: &Cow<'a, Value>, out: &mut Vec<Cow<'a, Value>>) {
-    match value {
-        Cow::Borrowed(v) => apply_borrowed(selector, v, out),
-        // Owned values are computed lengths (numbers): nothing to select inside.
-        Cow::Owned(_) => {}
-    }
-}
-
-fn apply_borrowed<'a>(selector: &Selector, value: &'a Value, out: &mut Vec<Cow<'a, Value>>) {
+fn apply<'a>(selector: &Selector, value: &'a Value, out: &mut Vec<Cow<'a, Value>>) {
     match (selector, value) {
         (Selector::Key(key), Value::Object(map)) => {
             if let Some(v) = map.get(key) {
@@ -268,13 +264,10 @@ fn apply_borrowed<'a>(selector: &Selector, value: &'a Value, out: &mut Vec<Cow<'
 
 /// Pushes what `selector` picks from `value` and from every value below it, in document
 /// order. Iterative, so a deep document cannot overflow the stack.
-fn descend<'a>(selector: &Selector, value: &Cow<'a, Value>, out: &mut Vec<Cow<'a, Value>>) {
-    let Cow::Borrowed(root) = value else {
-        return;
-    };
+fn descend<'a>(selector: &Selector, root: &'a Value, out: &mut Vec<Cow<'a, Value>>) {
     let mut stack: Vec<&'a Value> = vec![root];
     while let Some(v) = stack.pop() {
-        apply_borrowed(selector, v, out);
+        apply(selector, v, out);
         match v {
             Value::Object(map) => stack.extend(map.values().rev()),
             Value::Array(items) => stack.extend(items.iter().rev()),
