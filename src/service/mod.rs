@@ -1,11 +1,43 @@
-//! The control plane: public API, agent API, scheduler, sessions, store.
-//! (Interface; filled in by the service work.)
+//! The control plane: public API, agent API, scheduler, reaper, sessions, store.
+//!
+//! Code map:
+//! - `store/`: SQLite (one writer connection + read pool), migrations, every query;
+//! - `api/`: public routes, one file per resource, plus extractors with JSON errors;
+//! - `agent_api`, `agent_artifacts`: the agent protocol of `crate::protocol`;
+//! - `auth`, `keys`: API and agent keys (hashed at rest);
+//! - `sessions`, `hub`: session views, trigger selection, completion waits, wake-ups;
+//! - `scheduler`, `reaper`: the background loops;
+//! - `check_doc`: validation and normalization of check documents;
+//! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration.
+
+pub mod admin;
+pub mod agent_api;
+pub mod agent_artifacts;
+pub mod api;
+pub mod auth;
+pub mod bootstrap;
+pub mod check_doc;
+pub mod context;
+pub mod errors;
+pub mod hub;
+pub mod keys;
+pub mod reaper;
+pub mod scheduler;
+pub mod sessions;
+pub mod store;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+use tokio::net::TcpListener;
+
 use crate::shutdown::Shutdown;
+use context::Ctx;
+use hub::Hub;
+use store::{ReapReport, Store, StoreError, now_ms};
 
 /// Settings of `outpost serve`.
 #[derive(Debug, Clone)]
@@ -16,6 +48,26 @@ pub struct ServeConfig {
     pub public_url: Option<url::Url>,
     /// How long a job lease lives without renewal.
     pub lease_ttl: Duration,
+}
+
+/// Which background loops `serve` runs (tests switch them off to drive them by hand
+/// through [`ServiceHandle`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ServeOptions {
+    pub scheduler: bool,
+    pub reaper: bool,
+    /// Largest artifact accepted (default: the protocol's MAX_ARTIFACT_BYTES).
+    pub max_artifact_bytes: u64,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            scheduler: true,
+            reaper: true,
+            max_artifact_bytes: crate::protocol::MAX_ARTIFACT_BYTES,
+        }
+    }
 }
 
 /// Why the service could not start or stopped.
@@ -37,6 +89,13 @@ pub enum ServiceError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("credentials file {path}: {source}")]
+    Credentials {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// What `outpost up` writes to `DIR/credentials.json`.
@@ -52,28 +111,178 @@ pub struct Credentials {
 
 /// A service whose store is open and whose listener is bound, not yet serving.
 pub struct BoundService {
-    _private: (),
+    ctx: Arc<Ctx>,
+    listener: TcpListener,
+    addr: SocketAddr,
+    options: ServeOptions,
+}
+
+/// A handle on a bound or running service, for tests and embedding: the store and
+/// one-shot passes of the background loops at a chosen time.
+#[derive(Clone)]
+pub struct ServiceHandle {
+    ctx: Arc<Ctx>,
+}
+
+impl ServiceHandle {
+    pub fn store(&self) -> &Store {
+        &self.ctx.store
+    }
+
+    /// Base URL used in links.
+    pub fn public_url(&self) -> &str {
+        &self.ctx.public_url
+    }
+
+    /// Lease long-polls waiting right now.
+    pub fn waiting_long_polls(&self) -> usize {
+        self.ctx.hub.waiting_polls()
+    }
+
+    /// Sessions some completion request waits on right now.
+    pub fn watched_sessions(&self) -> usize {
+        self.ctx.hub.watched_sessions()
+    }
+
+    /// One scheduler pass as if the time were `now`; returns the sessions started.
+    pub async fn run_scheduler(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        scheduler::tick(&self.ctx, now.timestamp_millis()).await
+    }
+
+    /// One reaper pass as if the time were `now`.
+    pub async fn run_reaper(&self, now: DateTime<Utc>) -> Result<ReapReport, StoreError> {
+        reaper::tick(&self.ctx, now.timestamp_millis()).await
+    }
+}
+
+/// The bound address as a client can reach it: a wildcard address (0.0.0.0, ::) is
+/// replaced by loopback for the default public URL.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from((Ipv4Addr::LOCALHOST, addr.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((Ipv6Addr::LOCALHOST, addr.port()))
+        }
+        _ => addr,
+    }
 }
 
 impl BoundService {
     /// Opens (and migrates) the store and binds the listener.
-    pub async fn bind(_config: ServeConfig) -> Result<BoundService, ServiceError> {
-        unimplemented!("service")
+    pub async fn bind(config: ServeConfig) -> Result<BoundService, ServiceError> {
+        BoundService::bind_with(config, ServeOptions::default()).await
+    }
+
+    /// [`BoundService::bind`] with a choice of background loops.
+    pub async fn bind_with(
+        config: ServeConfig,
+        options: ServeOptions,
+    ) -> Result<BoundService, ServiceError> {
+        tokio::fs::create_dir_all(&config.data_dir)
+            .await
+            .map_err(|source| ServiceError::DataDir {
+                path: config.data_dir.clone(),
+                source,
+            })?;
+        let store = Store::open(&config.data_dir).await?;
+        let ttl_ms = i64::try_from(config.lease_ttl.as_millis()).unwrap_or(i64::MAX / 4);
+        let extended = store.extend_all_leases(now_ms(), ttl_ms).await?;
+        if extended > 0 {
+            tracing::info!(leases = extended, "extended active leases after start");
+        }
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| ServiceError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let addr = listener.local_addr()?;
+        let public_url = match &config.public_url {
+            Some(u) => u.as_str().trim_end_matches('/').to_owned(),
+            None => format!("http://{}", reachable(addr)),
+        };
+        let ctx = Arc::new(Ctx {
+            store,
+            hub: Hub::new(),
+            lease_ttl: config.lease_ttl,
+            public_url,
+            data_dir: config.data_dir,
+            max_artifact_bytes: options
+                .max_artifact_bytes
+                .min(crate::protocol::MAX_ARTIFACT_BYTES),
+            stop: Shutdown::new(),
+        });
+        Ok(BoundService {
+            ctx,
+            listener,
+            addr,
+            options,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        unimplemented!("service")
+        self.addr
+    }
+
+    /// The store of this service.
+    pub fn store(&self) -> &Store {
+        &self.ctx.store
+    }
+
+    /// A handle that stays usable while the service runs.
+    pub fn handle(&self) -> ServiceHandle {
+        ServiceHandle {
+            ctx: self.ctx.clone(),
+        }
     }
 
     /// For `outpost up`: on first start creates an account, an API key, a private
     /// location and an agent key and writes them to `DIR/credentials.json`; later starts
     /// read that file back.
     pub async fn ensure_credentials(&self) -> Result<Credentials, ServiceError> {
-        unimplemented!("service")
+        bootstrap::ensure_credentials(&self.ctx.store, &self.ctx.data_dir, &self.ctx.public_url)
+            .await
     }
 
-    /// Serves until `shutdown` drains, then finishes in-flight requests.
-    pub async fn serve(self, _shutdown: Shutdown) -> Result<(), ServiceError> {
-        unimplemented!("service")
+    /// Serves until `shutdown` drains, then finishes in-flight requests (pending
+    /// long-polls and completion waits answer at once) and stops the background loops.
+    pub async fn serve(self, shutdown: Shutdown) -> Result<(), ServiceError> {
+        let BoundService {
+            ctx,
+            listener,
+            options,
+            ..
+        } = self;
+        let mut loops = Vec::new();
+        if options.scheduler {
+            loops.push(tokio::spawn(scheduler::run(ctx.clone())));
+        }
+        if options.reaper {
+            loops.push(tokio::spawn(reaper::run(ctx.clone())));
+        }
+        let stop = ctx.stop.clone();
+        let drained = async move {
+            tokio::select! {
+                _ = shutdown.draining() => {}
+                _ = stop.draining() => {}
+            }
+            stop.trigger();
+        };
+        let served = axum::serve(listener, api::router(ctx.clone()))
+            .with_graceful_shutdown(drained)
+            .await;
+        ctx.stop.trigger();
+        for task in loops {
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "background loop ended abnormally");
+            }
+        }
+        ctx.store.close().await;
+        served?;
+        Ok(())
     }
 }

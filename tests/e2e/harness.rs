@@ -101,7 +101,6 @@ impl Drop for Proc {
 /// Credentials written by the control plane on first start.
 #[derive(Clone, Debug)]
 pub struct Creds {
-    pub api_url: String,
     pub account_id: String,
     pub api_key: String,
     pub private_location: String,
@@ -112,7 +111,6 @@ pub struct Creds {
 pub struct ControlPlane {
     pub proc: Proc,
     pub port: u16,
-    pub data_dir: PathBuf,
     pub creds: Creds,
     pub http: reqwest::Client,
 }
@@ -141,7 +139,6 @@ impl ControlPlane {
                 let text = std::fs::read_to_string(&creds_path).ok()?;
                 let v: Value = serde_json::from_str(&text).ok()?;
                 let creds = Creds {
-                    api_url: v["apiUrl"].as_str()?.to_owned(),
                     account_id: v["accountId"].as_str()?.to_owned(),
                     api_key: v["apiKey"].as_str()?.to_owned(),
                     private_location: v["privateLocation"].as_str()?.to_owned(),
@@ -161,7 +158,6 @@ impl ControlPlane {
         ControlPlane {
             proc,
             port,
-            data_dir: data_dir.to_owned(),
             creds,
             http,
         }
@@ -244,16 +240,6 @@ impl ControlPlane {
                 "session {id} never completed"
             );
         }
-    }
-
-    pub async fn session(&self, id: &str) -> Value {
-        self.api(reqwest::Method::GET, &format!("/v2/check-sessions/{id}"))
-            .send()
-            .await
-            .expect("session")
-            .json()
-            .await
-            .expect("session json")
     }
 }
 

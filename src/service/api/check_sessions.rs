@@ -1,0 +1,152 @@
+//! `/v1|v2/check-sessions`: trigger, read, await completion, cancel.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+
+use super::extract::{ApiQuery, OptionalJson, parse_id};
+use crate::model::RunSource;
+use crate::service::auth::ApiAuth;
+use crate::service::context::AppState;
+use crate::service::errors::ApiError;
+use crate::service::sessions::{Selection, SessionView, TriggerRequest, await_final, session_view};
+use crate::service::store::now_ms;
+
+/// Default and largest `maxWaitSeconds` of the completion endpoints.
+pub const MAX_WAIT_SECS: u64 = 30;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/check-sessions/trigger", post(trigger))
+        .route("/v2/check-sessions/trigger", post(trigger))
+        .route("/v1/check-sessions/{id}", get(get_one))
+        .route("/v2/check-sessions/{id}", get(get_one))
+        .route("/v1/check-sessions/{id}/completion", get(completion))
+        .route("/v2/check-sessions/{id}/completion", get(completion))
+        .route("/v1/check-sessions/{id}/cancel", post(cancel))
+}
+
+/// Answer of the trigger endpoints.
+#[derive(Debug, Serialize)]
+pub struct TriggerResponse {
+    pub sessions: Vec<SessionView>,
+}
+
+async fn trigger(
+    State(ctx): State<AppState>,
+    auth: ApiAuth,
+    OptionalJson(body): OptionalJson<TriggerRequest>,
+) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
+    let selection = Selection::from_request(&body)?;
+    let now = now_ms();
+    let created = ctx
+        .store
+        .trigger(
+            auth.account_id,
+            selection.only_ids(),
+            |c| selection.selects(c),
+            RunSource::TriggerApi,
+            now,
+        )
+        .await?;
+    ctx.hub.wake_locations(&created.locations);
+    if created.sessions.is_empty() {
+        return Err(ApiError::not_found("No matching checks were found."));
+    }
+    let sessions = created
+        .sessions
+        .iter()
+        .map(|s| session_view(&ctx.public_url, s, None))
+        .collect();
+    Ok((StatusCode::CREATED, Json(TriggerResponse { sessions })))
+}
+
+async fn get_one(
+    State(ctx): State<AppState>,
+    auth: ApiAuth,
+    Path(id): Path<String>,
+) -> Result<Json<SessionView>, ApiError> {
+    let id = parse_id(&id, "checkSessionId")?;
+    let Some(session) = ctx.store.get_session(auth.account_id, id).await? else {
+        return Err(ApiError::not_found("No such check session."));
+    };
+    let results = ctx.store.session_results(id).await?;
+    Ok(Json(session_view(
+        &ctx.public_url,
+        &session,
+        Some(&results),
+    )))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CompletionQuery {
+    max_wait_seconds: Option<f64>,
+}
+
+async fn completion(
+    State(ctx): State<AppState>,
+    auth: ApiAuth,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<CompletionQuery>,
+) -> Result<Json<SessionView>, ApiError> {
+    let id = parse_id(&id, "checkSessionId")?;
+    let wait = match query.max_wait_seconds {
+        None => MAX_WAIT_SECS as f64,
+        Some(w) if (1.0..=MAX_WAIT_SECS as f64).contains(&w) => w,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "maxWaitSeconds",
+                format!("must be between 1 and {MAX_WAIT_SECS}"),
+            ));
+        }
+    };
+    match await_final(&ctx, auth.account_id, id, Duration::from_secs_f64(wait)).await? {
+        Some((session, results)) => Ok(Json(session_view(
+            &ctx.public_url,
+            &session,
+            Some(&results),
+        ))),
+        None => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "Check session is still in progress, but maximum per-request wait time was exceeded. Please retry.",
+        )),
+    }
+}
+
+/// Body of the cancel endpoint; `sequenceId` is accepted and ignored (a session has
+/// one sequence per location and all of them are cancelled).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CancelRequest {
+    #[serde(default)]
+    #[allow(dead_code)]
+    sequence_id: Option<Vec<String>>,
+}
+
+async fn cancel(
+    State(ctx): State<AppState>,
+    auth: ApiAuth,
+    Path(id): Path<String>,
+    OptionalJson(_body): OptionalJson<CancelRequest>,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id(&id, "checkSessionId")?;
+    match ctx
+        .store
+        .cancel_session(auth.account_id, id, now_ms())
+        .await?
+    {
+        None => Err(ApiError::not_found("No such check session.")),
+        Some(changed) => {
+            if changed {
+                ctx.hub.sessions_finished(&[id]);
+            }
+            Ok(StatusCode::NO_CONTENT)
+        }
+    }
+}

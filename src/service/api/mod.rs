@@ -1,0 +1,33 @@
+//! The HTTP surface: the public API (`/v1`, `/v2`, one router file per resource) and
+//! the agent API (`/agent/v1`), with JSON error bodies for every failure including
+//! unknown routes, wrong methods and axum's own rejections.
+
+pub mod check_results;
+pub mod check_sessions;
+pub mod checks;
+pub mod extract;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+
+use super::context::AppState;
+use super::errors::{json_errors, method_not_allowed, not_found_route};
+
+/// Largest JSON body of the public API, enforced while the body streams in.
+pub const MAX_PUBLIC_BODY_BYTES: usize = 1024 * 1024;
+
+/// The whole router of the service.
+pub fn router(ctx: AppState) -> Router {
+    let public = Router::new()
+        .merge(checks::routes())
+        .merge(check_sessions::routes())
+        .merge(check_results::routes())
+        .layer(DefaultBodyLimit::max(MAX_PUBLIC_BODY_BYTES));
+    Router::new()
+        .merge(public)
+        .merge(super::agent_api::routes())
+        .fallback(not_found_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::map_response(json_errors))
+        .with_state(ctx)
+}

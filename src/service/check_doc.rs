@@ -1,0 +1,371 @@
+//! Check documents of the public API: validation beyond `CheckSpec` (name, frequency,
+//! locations, tags) and normalization (the reference defaults filled in), so that what
+//! is stored is what the API echoes and what agents receive.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value, json};
+
+use super::errors::ApiError;
+use super::store::CheckWrite;
+use crate::model::{CheckSpec, CheckType};
+
+/// Allowed `frequency` values (minutes; 0 = every `frequencyOffset` seconds).
+pub const FREQUENCIES: [i64; 13] = [0, 1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440];
+/// Allowed `frequencyOffset` values (seconds) when `frequency` is 0.
+pub const SUB_MINUTE_OFFSETS: [i64; 3] = [10, 20, 30];
+/// Default `frequency` of the reference API.
+pub const DEFAULT_FREQUENCY: i64 = 10;
+/// Longest check name.
+pub const MAX_NAME_LEN: usize = 2048;
+/// Longest `description` (reference create schema).
+pub const MAX_DESCRIPTION_LEN: usize = 510;
+/// Most tags per check, and the longest tag.
+pub const MAX_TAGS: usize = 100;
+pub const MAX_TAG_LEN: usize = 255;
+/// Most private locations per check.
+pub const MAX_LOCATIONS: usize = 50;
+
+/// Fields the server sets; ignored when a client sends them.
+const SERVER_FIELDS: [&str; 3] = ["id", "created_at", "updated_at"];
+
+/// How often a check runs, in milliseconds.
+pub fn interval_ms(frequency: i64, frequency_offset: Option<i64>) -> i64 {
+    if frequency == 0 {
+        frequency_offset.unwrap_or(10).max(1) * 1000
+    } else {
+        frequency * 60_000
+    }
+}
+
+/// Builds the stored form of a URL monitor from a create body (`existing` = None) or
+/// an update body merged over the stored document (top-level fields replace).
+/// `known_slugs` are the slug names of the account's private locations.
+pub fn normalize_url_check(
+    body: Value,
+    existing: Option<&Value>,
+    known_slugs: &HashSet<String>,
+) -> Result<CheckWrite, ApiError> {
+    let Value::Object(body) = body else {
+        return Err(ApiError::invalid("body", "must be a JSON object"));
+    };
+    let mut doc = match existing {
+        Some(Value::Object(old)) => old.clone(),
+        _ => Map::new(),
+    };
+    for (k, v) in body {
+        if !SERVER_FIELDS.contains(&k.as_str()) {
+            doc.insert(k, v);
+        }
+    }
+
+    match doc.get("checkType") {
+        None | Some(Value::Null) => {
+            doc.insert("checkType".into(), json!("URL"));
+        }
+        Some(Value::String(s)) if s == "URL" => {}
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "checkType",
+                "must be URL for /v1/checks/url",
+            ));
+        }
+    }
+
+    let name = match doc.get("name") {
+        Some(Value::String(s)) if !s.trim().is_empty() => {
+            if s.chars().count() > MAX_NAME_LEN {
+                return Err(ApiError::invalid(
+                    "name",
+                    format!("must be at most {MAX_NAME_LEN} characters"),
+                ));
+            }
+            s.clone()
+        }
+        Some(Value::String(_)) => return Err(ApiError::invalid("name", "must not be empty")),
+        None | Some(Value::Null) => return Err(ApiError::invalid("name", "is required")),
+        Some(_) => return Err(ApiError::invalid("name", "must be a string")),
+    };
+
+    for (field, default) in [
+        ("activated", true),
+        ("muted", false),
+        ("doubleCheck", true),
+        ("shouldFail", false),
+        ("runParallel", false),
+        ("useGlobalAlertSettings", true),
+    ] {
+        bool_field(&mut doc, field, default)?;
+    }
+    let activated = doc
+        .get("activated")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+
+    let tags = string_list(&mut doc, "tags", MAX_TAGS)?;
+
+    match doc.get("locations") {
+        None | Some(Value::Null) => {
+            doc.insert("locations".into(), json!([]));
+        }
+        Some(Value::Array(a)) if a.is_empty() => {}
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "locations",
+                "Outpost has no public locations; list private location slug names in privateLocations",
+            ));
+        }
+    }
+
+    let private_locations = private_locations(&mut doc, known_slugs)?;
+    let (frequency, frequency_offset) = frequency(&mut doc)?;
+
+    match doc.get("description") {
+        None => {
+            doc.insert("description".into(), Value::Null);
+        }
+        Some(Value::Null) => {}
+        Some(Value::String(s)) if s.chars().count() <= MAX_DESCRIPTION_LEN => {}
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "description",
+                format!("must be a string of at most {MAX_DESCRIPTION_LEN} characters, or null"),
+            ));
+        }
+    }
+    for field in ["groupId", "groupOrder", "runtimeId"] {
+        doc.entry(field).or_insert(Value::Null);
+    }
+    doc.entry("degradedResponseTime").or_insert(json!(3000));
+    doc.entry("maxResponseTime").or_insert(json!(5000));
+
+    match doc.get_mut("request") {
+        Some(Value::Object(request)) => {
+            request.entry("method").or_insert(json!("GET"));
+            request.entry("followRedirects").or_insert(json!(true));
+            request.entry("skipSSL").or_insert(json!(false));
+            request.entry("ipFamily").or_insert(json!("IPv4"));
+            let assertions = request.entry("assertions").or_insert(json!([]));
+            if let Value::Array(items) = assertions {
+                for a in items.iter_mut() {
+                    if let Value::Object(a) = a {
+                        a.entry("property").or_insert(json!(""));
+                        a.entry("target").or_insert(json!(""));
+                    }
+                }
+            }
+        }
+        None | Some(Value::Null) => return Err(ApiError::invalid("request", "is required")),
+        Some(_) => return Err(ApiError::invalid("request", "must be an object")),
+    }
+
+    let document = Value::Object(doc);
+    CheckSpec::from_document(&document).map_err(|e| ApiError::invalid(&e.field, &e.message))?;
+
+    Ok(CheckWrite {
+        check_type: CheckType::Url,
+        name,
+        activated,
+        frequency,
+        frequency_offset,
+        tags,
+        private_locations,
+        document,
+    })
+}
+
+fn bool_field(doc: &mut Map<String, Value>, field: &str, default: bool) -> Result<(), ApiError> {
+    match doc.get(field) {
+        None | Some(Value::Null) => {
+            doc.insert(field.into(), Value::Bool(default));
+            Ok(())
+        }
+        Some(Value::Bool(_)) => Ok(()),
+        Some(_) => Err(ApiError::invalid(field, "must be a boolean")),
+    }
+}
+
+/// A list of non-empty strings (default empty).
+fn string_list(
+    doc: &mut Map<String, Value>,
+    field: &str,
+    max: usize,
+) -> Result<Vec<String>, ApiError> {
+    let items = match doc.get(field) {
+        None | Some(Value::Null) => {
+            doc.insert(field.into(), json!([]));
+            return Ok(Vec::new());
+        }
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(ApiError::invalid(field, "must be an array of strings")),
+    };
+    if items.len() > max {
+        return Err(ApiError::invalid(
+            field,
+            format!("must have at most {max} items"),
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Value::String(s) if !s.is_empty() && s.len() <= MAX_TAG_LEN => Ok(s.clone()),
+            _ => Err(ApiError::invalid(
+                &format!("{field}[{i}]"),
+                format!("must be a non-empty string of at most {MAX_TAG_LEN} bytes"),
+            )),
+        })
+        .collect()
+}
+
+fn private_locations(
+    doc: &mut Map<String, Value>,
+    known: &HashSet<String>,
+) -> Result<Vec<String>, ApiError> {
+    const FIELD: &str = "privateLocations";
+    let listed = match doc.get(FIELD) {
+        None | Some(Value::Null) => {
+            return Err(ApiError::invalid(
+                FIELD,
+                "is required: name at least one private location slug name (Outpost has no public locations)",
+            ));
+        }
+        Some(_) => string_list(doc, FIELD, MAX_LOCATIONS)?,
+    };
+    if listed.is_empty() {
+        return Err(ApiError::invalid(
+            FIELD,
+            "must name at least one private location slug name",
+        ));
+    }
+    let mut seen = HashSet::new();
+    let slugs: Vec<String> = listed
+        .into_iter()
+        .filter(|s| seen.insert(s.clone()))
+        .collect();
+    let unknown: Vec<&str> = slugs
+        .iter()
+        .filter(|s| !known.contains(*s))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(ApiError::invalid(
+            FIELD,
+            format!("unknown private location(s): {}", unknown.join(", ")),
+        ));
+    }
+    doc.insert(FIELD.into(), json!(slugs));
+    Ok(slugs)
+}
+
+fn frequency(doc: &mut Map<String, Value>) -> Result<(i64, Option<i64>), ApiError> {
+    let frequency = match doc.get("frequency") {
+        None | Some(Value::Null) => DEFAULT_FREQUENCY,
+        Some(v) => match v.as_i64() {
+            Some(f) if FREQUENCIES.contains(&f) => f,
+            _ => {
+                return Err(ApiError::invalid(
+                    "frequency",
+                    format!("must be one of {FREQUENCIES:?} (minutes)"),
+                ));
+            }
+        },
+    };
+    doc.insert("frequency".into(), json!(frequency));
+    let offset = match doc.get("frequencyOffset") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_i64() {
+            Some(o) if o >= 1 => Some(o),
+            _ => {
+                return Err(ApiError::invalid(
+                    "frequencyOffset",
+                    "must be an integer of at least 1",
+                ));
+            }
+        },
+    };
+    if frequency == 0 {
+        match offset {
+            Some(o) if SUB_MINUTE_OFFSETS.contains(&o) => {}
+            _ => {
+                return Err(ApiError::invalid(
+                    "frequencyOffset",
+                    "must be 10, 20 or 30 (seconds) when frequency is 0",
+                ));
+            }
+        }
+    }
+    Ok((frequency, offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slugs() -> HashSet<String> {
+        ["local".to_owned()].into_iter().collect()
+    }
+
+    fn field_of(e: ApiError) -> String {
+        e.message.split(':').next().unwrap_or("").to_owned()
+    }
+
+    #[test]
+    fn fills_defaults() {
+        let body = json!({"name": "n", "request": {"url": "http://127.0.0.1/"}, "privateLocations": ["local"]});
+        let c = normalize_url_check(body, None, &slugs()).unwrap();
+        let d = &c.document;
+        assert_eq!(d["checkType"], "URL");
+        assert_eq!(d["activated"], true);
+        assert_eq!(d["muted"], false);
+        assert_eq!(d["tags"], json!([]));
+        assert_eq!(d["frequency"], 10);
+        assert_eq!(d["degradedResponseTime"], 3000);
+        assert_eq!(d["maxResponseTime"], 5000);
+        assert_eq!(d["request"]["followRedirects"], true);
+        assert_eq!(d["request"]["skipSSL"], false);
+        assert_eq!(d["request"]["ipFamily"], "IPv4");
+        assert_eq!(d["request"]["assertions"], json!([]));
+        assert_eq!(interval_ms(c.frequency, c.frequency_offset), 600_000);
+    }
+
+    #[test]
+    fn errors_name_fields() {
+        let base = json!({"name": "n", "request": {"url": "http://127.0.0.1/"}, "privateLocations": ["local"]});
+        let with = |k: &str, v: Value| {
+            let mut b = base.clone();
+            b[k] = v;
+            field_of(normalize_url_check(b, None, &slugs()).unwrap_err())
+        };
+        assert_eq!(with("name", json!("")), "name");
+        assert_eq!(with("frequency", json!(3)), "frequency");
+        assert_eq!(with("frequency", json!(0)), "frequencyOffset");
+        assert_eq!(
+            with("privateLocations", json!(["nope"])),
+            "privateLocations"
+        );
+        assert_eq!(with("privateLocations", json!([])), "privateLocations");
+        assert_eq!(with("locations", json!(["eu-west-1"])), "locations");
+        assert_eq!(with("tags", json!([1])), "tags[0]");
+        assert_eq!(with("request", json!({"url": "ftp://x/"})), "request.url");
+        assert_eq!(with("checkType", json!("API")), "checkType");
+        let ok = {
+            let mut b = base.clone();
+            b["frequency"] = json!(0);
+            b["frequencyOffset"] = json!(10);
+            normalize_url_check(b, None, &slugs()).unwrap()
+        };
+        assert_eq!(interval_ms(ok.frequency, ok.frequency_offset), 10_000);
+    }
+
+    #[test]
+    fn update_merges_over_stored() {
+        let body = json!({"name": "n", "tags": ["a"], "request": {"url": "http://127.0.0.1/"}, "privateLocations": ["local"]});
+        let stored = normalize_url_check(body, None, &slugs()).unwrap().document;
+        let updated =
+            normalize_url_check(json!({"name": "m", "id": "x"}), Some(&stored), &slugs()).unwrap();
+        assert_eq!(updated.name, "m");
+        assert_eq!(updated.tags, vec!["a".to_owned()]);
+        assert!(updated.document.get("id").is_none());
+    }
+}

@@ -1,0 +1,34 @@
+//! What every handler and background loop shares.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::hub::Hub;
+use super::store::Store;
+use crate::shutdown::Shutdown;
+
+/// Shared state of a running service.
+pub struct Ctx {
+    pub store: Store,
+    pub hub: Arc<Hub>,
+    /// How long a lease lives without renewal.
+    pub lease_ttl: Duration,
+    /// Base URL of links, without a trailing slash.
+    pub public_url: String,
+    pub data_dir: PathBuf,
+    /// Largest artifact upload accepted.
+    pub max_artifact_bytes: u64,
+    /// Fires when the service starts draining: long-polls and waits return at once.
+    pub stop: Shutdown,
+}
+
+/// The axum state.
+pub type AppState = Arc<Ctx>;
+
+impl Ctx {
+    /// Lease TTL in store milliseconds.
+    pub fn lease_ttl_ms(&self) -> i64 {
+        i64::try_from(self.lease_ttl.as_millis()).unwrap_or(i64::MAX / 4)
+    }
+}

@@ -1,0 +1,291 @@
+//! Checks: the stored document plus the columns that queries filter on, and the
+//! schedule row of every activated check.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use uuid::Uuid;
+
+use super::rows::{self, time};
+use super::{Store, StoreError};
+use crate::model::CheckType;
+
+/// A stored check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckRecord {
+    pub id: Uuid,
+    pub account_id: Uuid,
+    pub check_type: CheckType,
+    pub name: String,
+    pub activated: bool,
+    pub frequency: i64,
+    pub frequency_offset: Option<i64>,
+    pub tags: Vec<String>,
+    /// Slug names of the private locations the check runs on.
+    pub private_locations: Vec<String>,
+    /// The normalized check document (defaults filled in), without id and timestamps.
+    pub document: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What a create or update writes; the API layer validates and normalizes it.
+#[derive(Debug, Clone)]
+pub struct CheckWrite {
+    pub check_type: CheckType,
+    pub name: String,
+    pub activated: bool,
+    pub frequency: i64,
+    pub frequency_offset: Option<i64>,
+    pub tags: Vec<String>,
+    pub private_locations: Vec<String>,
+    pub document: serde_json::Value,
+}
+
+/// When an activated check runs: every `interval_ms`, next at `next_run_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleWrite {
+    pub interval_ms: i64,
+    pub next_run_at: i64,
+}
+
+const COLUMNS: &str = "id, account_id, check_type, name, activated, frequency, frequency_offset,
+                       tags, private_locations, document, created_at, updated_at";
+
+fn check_from_row(r: &SqliteRow) -> Result<CheckRecord, StoreError> {
+    let type_name: String = r.try_get("check_type")?;
+    let check_type = CheckType::parse(&type_name).ok_or_else(|| StoreError::Corrupt {
+        table: "checks",
+        message: format!("unknown check type {type_name:?}"),
+    })?;
+    Ok(CheckRecord {
+        id: rows::uuid(r, "id", "checks")?,
+        account_id: rows::uuid(r, "account_id", "checks")?,
+        check_type,
+        name: r.try_get("name")?,
+        activated: r.try_get("activated")?,
+        frequency: r.try_get("frequency")?,
+        frequency_offset: r.try_get("frequency_offset")?,
+        tags: rows::json(r, "tags", "checks")?,
+        private_locations: rows::json(r, "private_locations", "checks")?,
+        document: rows::json(r, "document", "checks")?,
+        created_at: rows::ts(r, "created_at")?,
+        updated_at: rows::ts(r, "updated_at")?,
+    })
+}
+
+impl Store {
+    /// Stores a new check (and its schedule when activated).
+    pub async fn insert_check(
+        &self,
+        account_id: Uuid,
+        id: Uuid,
+        check: &CheckWrite,
+        schedule: Option<ScheduleWrite>,
+        now: i64,
+    ) -> Result<CheckRecord, StoreError> {
+        let mut tx = self.writer().begin().await?;
+        sqlx::query(
+            "INSERT INTO checks (id, account_id, check_type, name, activated, frequency,
+                                 frequency_offset, tags, private_locations, document,
+                                 created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id.to_string())
+        .bind(account_id.to_string())
+        .bind(check.check_type.as_str())
+        .bind(&check.name)
+        .bind(check.activated)
+        .bind(check.frequency)
+        .bind(check.frequency_offset)
+        .bind(rows::to_json(&check.tags, "checks")?)
+        .bind(rows::to_json(&check.private_locations, "checks")?)
+        .bind(rows::to_json(&check.document, "checks")?)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(s) = schedule {
+            sqlx::query(
+                "INSERT INTO check_schedules (check_id, interval_ms, next_run_at) VALUES (?, ?, ?)",
+            )
+            .bind(id.to_string())
+            .bind(s.interval_ms)
+            .bind(s.next_run_at)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(record(id, account_id, check, now, now))
+    }
+
+    /// Replaces a check's fields. The schedule is kept when its interval is unchanged,
+    /// replaced when it changed, removed when `schedule` is `None` (deactivated).
+    /// Returns `None` when the account has no such check.
+    pub async fn update_check(
+        &self,
+        account_id: Uuid,
+        id: Uuid,
+        check: &CheckWrite,
+        schedule: Option<ScheduleWrite>,
+        now: i64,
+    ) -> Result<Option<CheckRecord>, StoreError> {
+        let mut tx = self.writer().begin().await?;
+        let row = sqlx::query(
+            "UPDATE checks SET check_type = ?, name = ?, activated = ?, frequency = ?,
+                               frequency_offset = ?, tags = ?, private_locations = ?,
+                               document = ?, updated_at = ?
+              WHERE id = ? AND account_id = ?
+             RETURNING created_at",
+        )
+        .bind(check.check_type.as_str())
+        .bind(&check.name)
+        .bind(check.activated)
+        .bind(check.frequency)
+        .bind(check.frequency_offset)
+        .bind(rows::to_json(&check.tags, "checks")?)
+        .bind(rows::to_json(&check.private_locations, "checks")?)
+        .bind(rows::to_json(&check.document, "checks")?)
+        .bind(now)
+        .bind(id.to_string())
+        .bind(account_id.to_string())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let created_at: i64 = row.try_get("created_at")?;
+        match schedule {
+            Some(s) => {
+                sqlx::query(
+                    "INSERT INTO check_schedules (check_id, interval_ms, next_run_at)
+                     VALUES (?, ?, ?)
+                     ON CONFLICT(check_id) DO UPDATE
+                        SET interval_ms = excluded.interval_ms,
+                            next_run_at = excluded.next_run_at
+                      WHERE check_schedules.interval_ms != excluded.interval_ms",
+                )
+                .bind(id.to_string())
+                .bind(s.interval_ms)
+                .bind(s.next_run_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            None => {
+                sqlx::query("DELETE FROM check_schedules WHERE check_id = ?")
+                    .bind(id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(Some(record(id, account_id, check, created_at, now)))
+    }
+
+    /// One check of the account.
+    pub async fn get_check(
+        &self,
+        account_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<CheckRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM checks WHERE id = ? AND account_id = ?"
+        ))
+        .bind(id.to_string())
+        .bind(account_id.to_string())
+        .fetch_optional(self.reader())
+        .await?;
+        row.as_ref().map(check_from_row).transpose()
+    }
+
+    /// A page of the account's checks, oldest first.
+    pub async fn list_checks(
+        &self,
+        account_id: Uuid,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<CheckRecord>, StoreError> {
+        let found = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM checks WHERE account_id = ?
+              ORDER BY created_at, id LIMIT ? OFFSET ?"
+        ))
+        .bind(account_id.to_string())
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(self.reader())
+        .await?;
+        found.iter().map(check_from_row).collect()
+    }
+
+    /// Deletes a check with its schedule, sessions, queued jobs and results. Returns the
+    /// ids of the deleted sessions (their artifact files can then be removed), or
+    /// `None` when the account has no such check.
+    pub async fn delete_check(
+        &self,
+        account_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<Vec<Uuid>>, StoreError> {
+        let mut tx = self.writer().begin().await?;
+        let sessions = sqlx::query(
+            "SELECT DISTINCT session_id FROM artifacts WHERE session_id IN
+               (SELECT id FROM check_sessions WHERE check_id = ? AND account_id = ?)",
+        )
+        .bind(id.to_string())
+        .bind(account_id.to_string())
+        .fetch_all(&mut *tx)
+        .await?;
+        let done = sqlx::query("DELETE FROM checks WHERE id = ? AND account_id = ?")
+            .bind(id.to_string())
+            .bind(account_id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        tx.commit().await?;
+        sessions
+            .iter()
+            .map(|r| rows::uuid(r, "session_id", "artifacts"))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// The schedule row of a check, if it is scheduled.
+    pub async fn check_schedule(&self, id: Uuid) -> Result<Option<ScheduleWrite>, StoreError> {
+        let row =
+            sqlx::query("SELECT interval_ms, next_run_at FROM check_schedules WHERE check_id = ?")
+                .bind(id.to_string())
+                .fetch_optional(self.reader())
+                .await?;
+        row.map(|r| {
+            Ok(ScheduleWrite {
+                interval_ms: r.try_get("interval_ms")?,
+                next_run_at: r.try_get("next_run_at")?,
+            })
+        })
+        .transpose()
+    }
+}
+
+fn record(
+    id: Uuid,
+    account_id: Uuid,
+    check: &CheckWrite,
+    created_at: i64,
+    updated_at: i64,
+) -> CheckRecord {
+    CheckRecord {
+        id,
+        account_id,
+        check_type: check.check_type,
+        name: check.name.clone(),
+        activated: check.activated,
+        frequency: check.frequency,
+        frequency_offset: check.frequency_offset,
+        tags: check.tags.clone(),
+        private_locations: check.private_locations.clone(),
+        document: check.document.clone(),
+        created_at: time(created_at),
+        updated_at: time(updated_at),
+    }
+}

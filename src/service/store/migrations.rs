@@ -1,0 +1,46 @@
+//! Embedded migrations (the SQL files of `migrations/` at the crate root), applied at
+//! start. Built at runtime from `include_str!` so that no compile-time macro is needed.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+
+use sqlx::SqlitePool;
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
+
+/// Every migration, in order: (version, description, SQL).
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "init", include_str!("../../../migrations/0001_init.sql"))];
+
+/// The compiled-in migrations as a sqlx migration source.
+#[derive(Debug)]
+struct Embedded;
+
+type BoxDynError = Box<dyn std::error::Error + Send + Sync>;
+
+impl MigrationSource<'static> for Embedded {
+    fn resolve(
+        self,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<Migration>, BoxDynError>> + Send + 'static>> {
+        Box::pin(async move {
+            Ok(MIGRATIONS
+                .iter()
+                .map(|(version, description, sql)| {
+                    Migration::new(
+                        *version,
+                        Cow::Borrowed(*description),
+                        MigrationType::Simple,
+                        Cow::Borrowed(*sql),
+                        false,
+                    )
+                })
+                .collect())
+        })
+    }
+}
+
+/// Applies the migrations not yet applied.
+pub(super) async fn run(pool: &SqlitePool) -> Result<(), sqlx::migrate::MigrateError> {
+    let migrator = Migrator::new(Embedded).await?;
+    migrator.run(pool).await
+}

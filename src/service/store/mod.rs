@@ -1,0 +1,138 @@
+//! The store: SQLite through sqlx with runtime-checked queries.
+//!
+//! One writer connection serialises every write (no SQLITE_BUSY storms between our own
+//! writers); a small pool of read connections serves the API. WAL mode lets readers
+//! run while the writer commits. Batches go through `json_each(?)` so that a lease, a
+//! result batch or a trigger is a handful of statements however many rows it touches.
+
+mod accounts;
+mod artifacts;
+mod checks;
+mod jobs;
+mod locations;
+mod migrations;
+mod results;
+mod rows;
+mod sessions;
+
+pub use accounts::{Account, ApiKeyInfo};
+pub use artifacts::{ArtifactRecord, ArtifactTarget};
+pub use checks::{CheckRecord, CheckWrite, ScheduleWrite};
+pub use jobs::{LeaseGrant, MAX_LEASE_BATCH, MAX_SUBMIT_BATCH, ReapReport, SubmitReport};
+pub use locations::{
+    LocationAuth, LocationKeyInfo, MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, valid_slug,
+};
+pub use results::ResultRecord;
+pub use sessions::{CreatedSessions, NewSession, ScheduledRuns, SessionRecord, TriggerCandidate};
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+/// Name of the database file inside the data directory.
+pub const DB_FILE: &str = "outpost.db";
+
+/// How long a statement waits for a lock held by another process before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Read connections; WAL readers never block the writer.
+const READ_CONNECTIONS: u32 = 4;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("database migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A row holds something this version cannot read (a bug or a hand-edited database).
+    #[error("corrupt row in {table}: {message}")]
+    Corrupt {
+        table: &'static str,
+        message: String,
+    },
+    #[error("location {location_id} already has {max} active keys; revoke one first")]
+    TooManyLocationKeys { location_id: uuid::Uuid, max: i64 },
+    #[error("the account already has a private location with slug name {0:?}")]
+    SlugTaken(String),
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("invalid {field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+}
+
+/// Handle on the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+impl Store {
+    /// Opens (creating if needed) `DIR/outpost.db` and applies the embedded migrations.
+    /// The directory must exist.
+    pub async fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(data_dir.join(DB_FILE))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true)
+            .pragma("temp_store", "memory");
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(60))
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options.clone())
+            .await?;
+        migrations::run(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(READ_CONNECTIONS)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(Store {
+            inner: Arc::new(Inner { writer, reader }),
+        })
+    }
+
+    /// The single write connection; every write goes through it.
+    pub(crate) fn writer(&self) -> &SqlitePool {
+        &self.inner.writer
+    }
+
+    /// The read pool.
+    pub(crate) fn reader(&self) -> &SqlitePool {
+        &self.inner.reader
+    }
+
+    /// Closes both pools (waits for the connections to finish).
+    pub async fn close(&self) {
+        self.inner.writer.close().await;
+        self.inner.reader.close().await;
+    }
+}
+
+/// Milliseconds since the Unix epoch, the store's time unit.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Converts store milliseconds to a timestamp.
+pub fn to_time(ms: i64) -> chrono::DateTime<chrono::Utc> {
+    rows::time(ms)
+}
