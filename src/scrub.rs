@@ -2,7 +2,8 @@
 //! is replaced by [`MASK`]. A secret is looked for as written and in the forms it takes
 //! when it travels in a request: percent-encoded (as a URL path, query or component
 //! encoder writes it, with upper- or lower-case hex), form-encoded (`+` for spaces),
-//! JSON-escaped, and for basic-auth credentials the base64 of `user:password`.
+//! JSON-escaped, in lower case (as a URL's host name is written), and for basic-auth
+//! credentials the base64 of `user:password`.
 //!
 //! Matching is plain substring search over every needle, so overlapping secrets are all
 //! masked; text longer than [`MAX_SCRUB_BYTES`] is cut to that length first (and a secret
@@ -80,6 +81,11 @@ impl Scrubber {
             return;
         }
         let mut forms = vec![secret.to_owned()];
+        // URL parsers lower-case host names.
+        let lower = secret.to_lowercase();
+        if lower != secret {
+            forms.push(lower);
+        }
         for set in [FRAGMENT, QUERY, PATH, USERINFO, COMPONENT, STRICT] {
             let encoded = utf8_percent_encode(secret, set).to_string();
             forms.push(lowercase_hex(&encoded));
@@ -319,6 +325,11 @@ mod tests {
         // What the URL parser makes of a secret placed in a path.
         let url = url::Url::parse(&format!("http://h/p/{SECRET}")).unwrap();
         assert_eq!(s.scrub(url.as_str()), "http://h/p/*****");
+        let host = url::Url::parse("http://Secret-Host.test/").unwrap();
+        assert_eq!(
+            Scrubber::new(["Secret-Host"]).scrub(host.as_str()),
+            "http://*****.test/"
+        );
         let json = serde_json::to_string(&serde_json::json!({ "k": "quote\"d" })).unwrap();
         let q = Scrubber::new(["quote\"d"]);
         assert_eq!(q.scrub(&json), r#"{"k":"*****"}"#);
