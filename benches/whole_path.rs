@@ -77,6 +77,15 @@ async fn wait_http(url: &str) -> Result<()> {
     bail!("{url} never answered")
 }
 
+/// nginx lives in /usr/sbin on Debian, which is not on every PATH.
+fn nginx_binary() -> &'static str {
+    if Path::new("/usr/sbin/nginx").exists() {
+        "/usr/sbin/nginx"
+    } else {
+        "nginx"
+    }
+}
+
 fn start_nginx(dir: &Path, port: u16) -> Result<Killed> {
     let www = dir.join("www");
     std::fs::create_dir_all(&www)?;
@@ -320,6 +329,11 @@ async fn run_blackbox(dir: &Path, target: &str, seconds: u64) -> Result<PeerFigu
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // `cargo test --all-targets` runs benches without `--bench`: nothing to measure then.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("whole_path: run with `cargo bench --bench whole_path` (scripts/bench)");
+        return Ok(());
+    }
     let checks = arg("--checks", 2000);
     let rounds = arg("--rounds", 5);
     let peer_seconds = arg("--peer-seconds", 10);
