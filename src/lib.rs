@@ -5,6 +5,7 @@ pub mod agent;
 pub mod executors;
 pub mod model;
 pub mod protocol;
+pub mod scrub;
 pub mod service;
 pub mod shutdown;
 pub mod telemetry;

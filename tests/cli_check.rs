@@ -7,8 +7,9 @@ use std::path::Path;
 use std::process::Output;
 
 use axum::Router;
-use axum::http::StatusCode;
-use axum::routing::get;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::routing::{any, get};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -23,17 +24,40 @@ async fn start_server() -> SocketAddr {
     addr
 }
 
+/// A server whose `/api` answers any method with what it received, as JSON.
+async fn start_api_server() -> SocketAddr {
+    async fn echo(method: Method, headers: HeaderMap, body: Bytes) -> axum::Json<Value> {
+        let headers: serde_json::Map<String, Value> = headers
+            .iter()
+            .map(|(k, v)| {
+                let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+                (k.as_str().to_owned(), Value::String(v))
+            })
+            .collect();
+        axum::Json(json!({
+            "method": method.as_str(),
+            "headers": headers,
+            "body": String::from_utf8_lossy(&body),
+        }))
+    }
+    let router = Router::new().route("/api", any(echo));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    addr
+}
+
 /// Runs `outpost check <file>` off the async threads so the server keeps answering.
 async fn outpost_check(file: &Path) -> Output {
     outpost_check_with_env(file, &[]).await
 }
 
-/// Like [`outpost_check`], with extra environment variables.
+/// Like [`outpost_check`], with extra environment variables for the process.
 async fn outpost_check_with_env(file: &Path, vars: &[(&str, &str)]) -> Output {
     let file = file.to_owned();
     let vars: Vec<(String, String)> = vars
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_outpost"))
@@ -294,4 +318,123 @@ async fn a_dns_check_asserts_on_the_response_code() {
     let result = stdout_json(&output);
     assert_eq!(result["hasFailures"], true);
     assert_eq!(result["hasErrors"], false);
+}
+
+#[tokio::test]
+async fn an_api_check_exits_0_with_its_request_and_assertions() {
+    let addr = start_api_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let doc = json!({"checkType": "API", "name": "api", "request": {
+        "method": "POST",
+        "url": format!("http://{addr}/api"),
+        "bodyType": "JSON",
+        "body": "{\"hello\":\"world\"}",
+        "queryParameters": [{"key": "q", "value": "a b"}],
+        "assertions": [
+            {"source": "STATUS_CODE", "comparison": "EQUALS", "target": "200"},
+            {"source": "JSON_BODY", "property": "$.method", "comparison": "EQUALS", "target": "POST"},
+            {"source": "JSON_BODY", "property": "$.headers.content-type", "comparison": "EQUALS",
+             "target": "application/json"},
+            {"source": "HEADERS", "property": "Content-Type", "comparison": "CONTAINS", "target": "json"},
+        ]
+    }});
+    let output = outpost_check(&write(&dir, "api.json", &doc.to_string())).await;
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let result = stdout_json(&output);
+    assert_eq!(result["checkType"], "API");
+    assert_eq!(result["status"], "PASSED");
+    assert_eq!(result["request"]["method"], "POST");
+    assert_eq!(result["request"]["url"], format!("http://{addr}/api?q=a+b"));
+    assert_eq!(result["request"]["body"], "{\"hello\":\"world\"}");
+    assert_eq!(result["response"]["status"], 200);
+    let echoed: Value = serde_json::from_str(result["response"]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(echoed["body"], "{\"hello\":\"world\"}");
+    let assertions = result["assertions"].as_array().unwrap();
+    assert_eq!(assertions.len(), 4);
+    assert!(
+        assertions.iter().all(|a| a["passed"] == true),
+        "{assertions:?}"
+    );
+    assert_eq!(assertions[1]["actual"], "POST");
+}
+
+#[tokio::test]
+async fn a_failing_api_assertion_exits_1() {
+    let addr = start_api_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let doc = json!({"checkType": "API", "request": {
+        "method": "GET",
+        "url": format!("http://{addr}/api"),
+        "assertions": [
+            {"source": "JSON_BODY", "property": "$.method", "comparison": "EQUALS", "target": "PUT"},
+        ]
+    }});
+    let output = outpost_check(&write(&dir, "api-fail.json", &doc.to_string())).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let result = stdout_json(&output);
+    assert_eq!(result["status"], "FAILED");
+    assert_eq!(result["hasFailures"], true);
+    assert_eq!(result["hasErrors"], false);
+    assert_eq!(result["assertions"][0]["passed"], false);
+    assert_eq!(result["assertions"][0]["actual"], "GET");
+}
+
+#[tokio::test]
+async fn service_secrets_fill_placeholders_and_never_reach_stdout() {
+    let addr = start_api_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "cli-s3cret value";
+    let doc = json!({"checkType": "API", "request": {
+        "method": "GET",
+        "url": format!("http://{addr}/api"),
+        "headers": [{"key": "X-Token", "value": "{{SERVICE_SECRET_CLI_TOKEN}}"}],
+        "queryParameters": [{"key": "t", "value": "{{SERVICE_SECRET_CLI_TOKEN}}"}],
+        "assertions": [
+            {"source": "JSON_BODY", "property": "$.headers.x-token", "comparison": "EQUALS",
+             "target": "cli-s3cret value"},
+        ]
+    }});
+    let output = outpost_check_with_env(
+        &write(&dir, "secret.json", &doc.to_string()),
+        &[("SERVICE_SECRET_CLI_TOKEN", secret)],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for form in [secret, "cli-s3cret+value", "cli-s3cret%20value"] {
+        assert!(!stdout.contains(form), "{form} leaked: {stdout}");
+        assert!(!stderr.contains(form), "{form} leaked: {stderr}");
+    }
+    let result = stdout_json(&output);
+    assert_eq!(result["assertions"][0]["passed"], true);
+    assert_eq!(result["assertions"][0]["actual"], "*****");
+    assert_eq!(result["assertions"][0]["target"], "*****");
+    assert_eq!(result["request"]["headers"]["x-token"], "*****");
+}
+
+#[tokio::test]
+async fn an_invalid_api_definition_exits_2_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for (doc, field) in [
+        (
+            json!({"checkType": "API", "request": {"method": "FETCH", "url": "http://127.0.0.1/"}}),
+            "request.method",
+        ),
+        (
+            json!({"checkType": "API", "request": {"method": "GET", "url": "http://127.0.0.1/",
+                "assertions": [{"source": "PACKET_LOSS", "comparison": "EQUALS"}]}}),
+            "request.assertions[0].source",
+        ),
+        (
+            json!({"checkType": "API", "request": {"method": "GET", "url": "http://127.0.0.1/",
+                "assertions": [{"source": "JSON_BODY", "comparison": "EQUALS", "property": "$.a[?(@.b)]"}]}}),
+            "request.assertions[0].property",
+        ),
+    ] {
+        let output = outpost_check(&write(&dir, "invalid-api.json", &doc.to_string())).await;
+        assert_eq!(output.status.code(), Some(2), "{doc}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(field), "{field} not named: {stderr}");
+    }
 }

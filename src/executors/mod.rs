@@ -1,11 +1,14 @@
 //! Executors: one module per check type behind one trait. They know nothing of the
 //! service; they take a [`CheckSpec`] and give back a [`RunResult`].
 
+pub mod api;
+pub mod assert;
 pub mod compare;
 pub mod dns;
 mod http_error;
 mod resolve;
 pub mod tcp;
+pub mod template;
 pub mod timed_http;
 mod tls;
 pub mod url;
@@ -18,9 +21,14 @@ use std::time::Duration;
 use chrono::Utc;
 
 use crate::model::{CheckSpec, CheckType, ErrorKind, RunResult};
+use crate::scrub::Scrubber;
+
+/// Prefix of the agent's environment variables that checks may use as `{{NAME}}`
+/// placeholders and whose values never appear in results.
+pub const SECRET_ENV_PREFIX: &str = "SERVICE_SECRET_";
 
 /// Resources shared by every run: the DNS resolver and TLS configurations are built once
-/// per process, never per check.
+/// per process, never per check, and so are the `SERVICE_SECRET_*` variables.
 pub struct ExecEnv {
     pub(crate) http: timed_http::HttpEnv,
     /// The system's name server, the default of DNS monitors.
@@ -30,6 +38,10 @@ pub struct ExecEnv {
     /// TCP monitors resolve host names with the operating system's resolver
     /// (`getaddrinfo`) instead of hickory (`USE_OS_DNS_RESOLVER=true`).
     pub(crate) os_dns_resolver: bool,
+    /// `SERVICE_SECRET_*` variables by full name, read once.
+    pub(crate) secret_vars: Vec<(String, String)>,
+    /// Masks the values of `secret_vars` in every result.
+    pub(crate) scrubber: Scrubber,
 }
 
 /// Building the execution environment failed (unreadable resolver config, bad CA bundle).
@@ -43,27 +55,44 @@ pub enum ExecEnvError {
 
 impl ExecEnv {
     /// Uses the system's resolver configuration and trust store, plus the PEM bundle
-    /// named by `NODE_EXTRA_CA_CERTS` if set. `USE_OS_DNS_RESOLVER=true` (read here,
-    /// once) makes TCP monitors resolve with the operating system's resolver.
+    /// named by `NODE_EXTRA_CA_CERTS` if set, and the process's `SERVICE_SECRET_*`
+    /// variables (read now, once). `USE_OS_DNS_RESOLVER=true` (read here, once) makes
+    /// TCP monitors resolve with the operating system's resolver.
     pub fn from_system() -> Result<Arc<ExecEnv>, ExecEnvError> {
         let extra_ca = std::env::var_os("NODE_EXTRA_CA_CERTS")
             .filter(|v| !v.is_empty())
             .map(std::path::PathBuf::from);
+        let secrets = std::env::vars_os().filter_map(|(name, value)| {
+            let name = name.into_string().ok()?;
+            if !name.starts_with(SECRET_ENV_PREFIX) {
+                return None;
+            }
+            let Ok(value) = value.into_string() else {
+                tracing::warn!(variable = %name, "ignoring a secret variable that is not UTF-8");
+                return None;
+            };
+            Some((name, value))
+        });
         let os_dns = std::env::var("USE_OS_DNS_RESOLVER")
             .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true") || v.trim() == "1");
         Ok(Arc::new(
-            ExecEnv::new(extra_ca.as_deref())?.with_os_dns_resolver(os_dns),
+            ExecEnv::new(extra_ca.as_deref())?
+                .with_secret_variables(secrets)
+                .with_os_dns_resolver(os_dns),
         ))
     }
 
     /// Uses the system's resolver configuration and trust store, plus the PEM bundle at
-    /// `extra_ca` (instead of reading `NODE_EXTRA_CA_CERTS`).
+    /// `extra_ca` (instead of reading `NODE_EXTRA_CA_CERTS`). No secret variables: see
+    /// [`ExecEnv::with_secret_variables`].
     pub fn new(extra_ca: Option<&Path>) -> Result<ExecEnv, ExecEnvError> {
         Ok(ExecEnv {
             http: timed_http::HttpEnv::new(extra_ca)?,
             dns: dns::DnsEnv::from_system(),
             run_timeout: None,
             os_dns_resolver: false,
+            secret_vars: Vec::new(),
+            scrubber: Scrubber::default(),
         })
     }
 
@@ -72,6 +101,32 @@ impl ExecEnv {
     pub fn with_os_dns_resolver(mut self, enabled: bool) -> ExecEnv {
         self.os_dns_resolver = enabled;
         self
+    }
+
+    /// Adds `SERVICE_SECRET_*` variables (name, value) as if they were in the process
+    /// environment; names without that prefix are ignored. Tests use this instead of
+    /// touching the real environment.
+    pub fn with_secret_variables<I, K, V>(mut self, vars: I) -> ExecEnv
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        for (name, value) in vars {
+            let (name, value) = (name.into(), value.into());
+            if !name.starts_with(SECRET_ENV_PREFIX) {
+                continue;
+            }
+            self.scrubber.add_secret(&value);
+            self.secret_vars.retain(|(n, _)| *n != name);
+            self.secret_vars.push((name, value));
+        }
+        self
+    }
+
+    /// The names of the `SERVICE_SECRET_*` variables known (never their values).
+    pub fn secret_variable_names(&self) -> impl Iterator<Item = &str> {
+        self.secret_vars.iter().map(|(name, _)| name.as_str())
     }
 
     /// Caps every run at `limit` instead of its type's maximum run time.
@@ -94,6 +149,7 @@ pub trait Executor {
 }
 
 /// Runs `spec` with the time limit of its type; a run past it is an aborted TIMEOUT result.
+/// The values of the `SERVICE_SECRET_*` variables are masked in every result.
 pub async fn run_check(spec: &CheckSpec, env: &ExecEnv) -> RunResult {
     let check_type = spec.check_type();
     let limit = env.run_timeout(check_type);
@@ -103,9 +159,10 @@ pub async fn run_check(spec: &CheckSpec, env: &ExecEnv) -> RunResult {
             CheckSpec::Url(u) => u.run(env).await,
             CheckSpec::Tcp(t) => t.run(env).await,
             CheckSpec::Dns(d) => d.run(env).await,
+            CheckSpec::Api(a) => a.run(env).await,
         }
     };
-    match tokio::time::timeout(limit + Duration::from_secs(1), run).await {
+    let mut result = match tokio::time::timeout(limit + Duration::from_secs(1), run).await {
         Ok(result) => result,
         Err(_) => RunResult::errored(
             check_type,
@@ -116,5 +173,7 @@ pub async fn run_check(spec: &CheckSpec, env: &ExecEnv) -> RunResult {
                 limit.as_secs()
             ),
         ),
-    }
+    };
+    env.scrubber.scrub_result(&mut result);
+    result
 }

@@ -1,4 +1,4 @@
-//! One HTTP/1.1 GET on a fresh connection, built by hand so every phase is measured:
+//! One HTTP/1.1 request on a fresh connection, built by hand so every phase is measured:
 //! DNS (hickory), TCP connect, TLS handshake (tokio-rustls), first byte (request written
 //! to response head parsed, hyper's HTTP/1 client connection) and download (body read).
 //!
@@ -19,8 +19,8 @@ use bytes::Bytes;
 use http::header::{
     ACCEPT, CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderValue, TRANSFER_ENCODING, USER_AGENT,
 };
-use http::{Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Empty};
+use http::{Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::ext::ReasonPhrase;
 use hyper_util::rt::TokioIo;
@@ -36,7 +36,7 @@ use super::resolve::{AddressList, SystemResolver};
 use super::tls::TlsConfigs;
 use crate::model::{ErrorKind, IpFamily, TimingPhases};
 
-/// Body bytes counted before reading stops and the body is marked truncated.
+/// Body bytes a URL monitor counts before reading stops and the body is marked truncated.
 pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
 /// Largest response head (status line and headers) accepted.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -100,9 +100,11 @@ pub(crate) struct HopProgress {
     pub(crate) phases: TimingPhases,
     running: Option<(Phase, Instant)>,
     pub(crate) head: Option<ResponseHead>,
-    /// Body bytes counted, at most [`MAX_BODY_BYTES`].
+    /// Body bytes counted, at most [`HopOptions::max_body`].
     pub(crate) body_size: u64,
     pub(crate) body_truncated: bool,
+    /// The first [`HopOptions::keep_body`] bytes of the body.
+    pub(crate) body: Vec<u8>,
 }
 
 impl HopProgress {
@@ -138,19 +140,46 @@ pub(crate) fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
-/// How a hop connects.
+/// How a hop connects and how much of the answer it reads.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HopOptions {
     pub(crate) family: IpFamily,
     /// Verify the server certificate (`skipSSL: false`).
     pub(crate) verify_tls: bool,
+    /// Body bytes counted before reading stops and the body is marked truncated.
+    pub(crate) max_body: u64,
+    /// Body bytes kept in [`HopProgress::body`] (at most `max_body`).
+    pub(crate) keep_body: usize,
 }
 
-/// GETs `url` on a fresh connection, recording phases, head and body size into `p`.
-/// On success `p.head` is set. On error `p` holds whatever was measured before it.
+/// What a hop sends besides the default headers.
+#[derive(Debug, Clone)]
+pub(crate) struct HopRequest {
+    pub(crate) method: Method,
+    /// Sent after the defaults (Host, User-Agent, Accept, Connection: close); a name set
+    /// here replaces the default of that name. Content-Length, Transfer-Encoding and
+    /// Connection are ignored: the framing follows `body` and the connection is closed.
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+impl HopRequest {
+    /// A GET without a body or extra headers (what URL monitors send).
+    pub(crate) fn get() -> HopRequest {
+        HopRequest {
+            method: Method::GET,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        }
+    }
+}
+
+/// Sends `request` to `url` on a fresh connection, recording phases, head and body into
+/// `p`. On success `p.head` is set. On error `p` holds whatever was measured before it.
 pub(crate) async fn fetch(
     env: &HttpEnv,
     url: &Url,
+    request: &HopRequest,
     opts: HopOptions,
     p: &mut HopProgress,
 ) -> Result<(), FetchError> {
@@ -187,10 +216,9 @@ pub(crate) async fn fetch(
     let tcp = connect(&addrs, port, host_str).await?;
     p.end(Instant::now());
 
-    // The Host header: host plus the port when it is not the scheme's default.
-    let authority = &url[Position::BeforeHost..Position::AfterPort];
+    let request = build_request(env, url, request)?;
     if !https {
-        return exchange(env, tcp, url, authority, host_str, p).await;
+        return exchange(env, tcp, request, host_str, opts, p).await;
     }
     let server_name = match host {
         Host::Ipv4(ip) => ServerName::IpAddress(IpAddr::V4(ip).into()),
@@ -213,7 +241,7 @@ pub(crate) async fn fetch(
         .await
         .map_err(|e| FetchError::tls(host_str, &e))?;
     p.end(Instant::now());
-    exchange(env, tls, url, authority, host_str, p).await
+    exchange(env, tls, request, host_str, opts, p).await
 }
 
 /// An IP literal as the only address, if it is of the family the check asks for.
@@ -259,15 +287,14 @@ async fn connect(addrs: &AddressList, port: u16, host: &str) -> Result<TcpStream
 async fn exchange<S>(
     env: &HttpEnv,
     stream: S,
-    url: &Url,
-    authority: &str,
+    request: Request<Full<Bytes>>,
     host: &str,
+    opts: HopOptions,
     p: &mut HopProgress,
 ) -> Result<(), FetchError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    let request = build_request(env, url, authority)?;
     let base = Instant::now();
     let written = AtomicU64::new(0);
     let io = TokioIo::new(WriteClock {
@@ -277,7 +304,7 @@ where
     });
     let (mut sender, conn) = env
         .h1
-        .handshake::<_, Empty<Bytes>>(io)
+        .handshake::<_, Full<Bytes>>(io)
         .await
         .map_err(|e| FetchError::http(host, &e))?;
     p.begin(Phase::FirstByte, base);
@@ -300,7 +327,7 @@ where
             reason: parts.extensions.remove::<ReasonPhrase>(),
             headers: parts.headers,
         });
-        read_body(body, p, host, delimited_by_close).await?;
+        read_body(body, p, host, delimited_by_close, opts).await?;
         p.end(Instant::now());
         Ok(())
     };
@@ -309,12 +336,13 @@ where
     outcome
 }
 
-/// GET with origin-form target, Host, User-Agent, Accept and `Connection: close`.
+/// The request with origin-form target, the default headers, the extra headers and the
+/// body.
 fn build_request(
     env: &HttpEnv,
     url: &Url,
-    authority: &str,
-) -> Result<Request<Empty<Bytes>>, FetchError> {
+    hop: &HopRequest,
+) -> Result<Request<Full<Bytes>>, FetchError> {
     let target = &url[Position::BeforePath..Position::AfterQuery];
     let uri = Uri::try_from(target).map_err(|_| {
         FetchError::new(
@@ -322,36 +350,63 @@ fn build_request(
             "the URL's path or query cannot be sent in an HTTP request",
         )
     })?;
+    let mut request = Request::new(Full::new(hop.body.clone()));
+    *request.method_mut() = hop.method.clone();
+    *request.uri_mut() = uri;
+    *request.headers_mut() = request_headers(env, url, hop)?;
+    Ok(request)
+}
+
+/// Every header a hop sends (except the framing header hyper adds for the body): Host,
+/// User-Agent, Accept and `Connection: close`, then the hop's own, which replace
+/// defaults of the same name.
+pub(crate) fn request_headers(
+    env: &HttpEnv,
+    url: &Url,
+    hop: &HopRequest,
+) -> Result<HeaderMap, FetchError> {
+    // The Host header: host plus the port when it is not the scheme's default.
+    let authority = &url[Position::BeforeHost..Position::AfterPort];
     let host = HeaderValue::from_str(authority).map_err(|_| {
         FetchError::new(
             ErrorKind::InvalidJob,
             "the URL's host cannot be sent in an HTTP request",
         )
     })?;
-    let mut request = Request::new(Empty::new());
-    *request.uri_mut() = uri;
-    let headers = request.headers_mut();
+    let mut headers = HeaderMap::new();
     headers.insert(HOST, host);
     headers.insert(USER_AGENT, env.user_agent.clone());
     headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+    for name in hop.headers.keys() {
+        if matches!(name, &CONTENT_LENGTH | &TRANSFER_ENCODING | &CONNECTION) {
+            continue;
+        }
+        headers.remove(name);
+        for value in hop.headers.get_all(name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
     headers.insert(CONNECTION, HeaderValue::from_static("close"));
-    Ok(request)
+    Ok(headers)
 }
 
-/// Counts body bytes up to [`MAX_BODY_BYTES`]; the body itself is not kept.
+/// Counts body bytes up to `opts.max_body`, keeping the first `opts.keep_body`.
 async fn read_body(
     mut body: Incoming,
     p: &mut HopProgress,
     host: &str,
     delimited_by_close: bool,
+    opts: HopOptions,
 ) -> Result<(), FetchError> {
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(frame) => {
                 if let Some(data) = frame.data_ref() {
+                    let room = opts.keep_body.saturating_sub(p.body.len());
+                    p.body.extend_from_slice(&data[..data.len().min(room)]);
                     let n = data.len() as u64;
-                    if p.body_size + n > MAX_BODY_BYTES {
-                        p.body_size = MAX_BODY_BYTES;
+                    if p.body_size + n > opts.max_body {
+                        p.body_size = opts.max_body;
                         p.body_truncated = true;
                         return Ok(());
                     }

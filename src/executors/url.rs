@@ -19,7 +19,7 @@ use http::header::LOCATION;
 use url::Url;
 
 use super::http_error::FetchError;
-use super::timed_http::{self, HopOptions, HopProgress, ResponseHead, millis};
+use super::timed_http::{self, HopOptions, HopProgress, HopRequest, ResponseHead, millis};
 use super::{ExecEnv, Executor};
 use crate::model::check::MAX_URL_LEN;
 use crate::model::{
@@ -139,14 +139,17 @@ async fn follow(
     let opts = HopOptions {
         family: spec.request.ip_family,
         verify_tls: !spec.request.skip_ssl,
+        max_body: timed_http::MAX_BODY_BYTES,
+        keep_body: 0,
     };
+    let request = HopRequest::get();
     loop {
         state.hop = HopProgress::default();
-        timed_http::fetch(&env.http, &state.url, opts, &mut state.hop).await?;
+        timed_http::fetch(&env.http, &state.url, &request, opts, &mut state.hop).await?;
         if !spec.request.follow_redirects {
             return Ok(());
         }
-        let Some(next) = redirect_target(state)? else {
+        let Some(next) = redirect_target(&state.url, state.hop.head.as_ref())? else {
             return Ok(());
         };
         if state.redirects.len() >= MAX_REDIRECTS {
@@ -159,9 +162,13 @@ async fn follow(
     }
 }
 
-/// The URL a redirect response points to, or `None` if the response is not a redirect.
-fn redirect_target(state: &RunState) -> Result<Option<Url>, FetchError> {
-    let Some(head) = &state.hop.head else {
+/// The URL a redirect response to a request for `url` points to, or `None` if the
+/// response is not a redirect (301, 302, 303, 307, 308 with a Location).
+pub(crate) fn redirect_target(
+    url: &Url,
+    head: Option<&ResponseHead>,
+) -> Result<Option<Url>, FetchError> {
+    let Some(head) = head else {
         return Ok(None);
     };
     if !matches!(
@@ -177,14 +184,13 @@ fn redirect_target(state: &RunState) -> Result<Option<Url>, FetchError> {
     let Some(location) = head.headers.get(LOCATION) else {
         return Ok(None);
     };
-    let host = state.url.host_str().unwrap_or_default();
+    let host = url.host_str().unwrap_or_default();
     let location = location.to_str().map_err(|_| {
         FetchError::protocol(format!(
             "{host} sent a redirect with an unreadable Location"
         ))
     })?;
-    let next = state
-        .url
+    let next = url
         .join(location)
         .map_err(|_| FetchError::protocol(format!("{host} sent a redirect to an invalid URL")))?;
     if !matches!(next.scheme(), "http" | "https") || next.host_str().is_none() {
@@ -232,6 +238,16 @@ fn summarize(state: RunState) -> Option<HttpResponseSummary> {
         redirects,
         hop,
     } = state;
+    summarize_hop(&url, redirects, hop)
+}
+
+/// The response part of a result from the last hop (to `url`), if a head arrived; the
+/// body is not kept.
+pub(crate) fn summarize_hop(
+    url: &Url,
+    redirects: Vec<String>,
+    hop: HopProgress,
+) -> Option<HttpResponseSummary> {
     let ResponseHead {
         status,
         reason,
@@ -244,7 +260,7 @@ fn summarize(state: RunState) -> Option<HttpResponseSummary> {
     Some(HttpResponseSummary {
         status: status.as_u16(),
         status_text,
-        url: public_url(&url),
+        url: public_url(url),
         redirects,
         headers: bounded_headers(&headers),
         body: None,
@@ -255,7 +271,7 @@ fn summarize(state: RunState) -> Option<HttpResponseSummary> {
 
 /// At most [`MAX_HEADERS`] headers; repeated ones joined with `, `; values cut at
 /// [`MAX_HEADER_VALUE_BYTES`].
-fn bounded_headers(headers: &http::HeaderMap) -> BTreeMap<String, String> {
+pub(crate) fn bounded_headers(headers: &http::HeaderMap) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for name in headers.keys() {
         if out.len() >= MAX_HEADERS {
@@ -277,7 +293,7 @@ fn bounded_headers(headers: &http::HeaderMap) -> BTreeMap<String, String> {
     out
 }
 
-fn truncate_at_char_boundary(s: &mut String, max: usize) {
+pub(crate) fn truncate_at_char_boundary(s: &mut String, max: usize) {
     if s.len() > max {
         let mut cut = max;
         while !s.is_char_boundary(cut) {
@@ -288,7 +304,7 @@ fn truncate_at_char_boundary(s: &mut String, max: usize) {
 }
 
 /// The URL as reported: without user name and password.
-fn public_url(url: &Url) -> String {
+pub(crate) fn public_url(url: &Url) -> String {
     if url.username().is_empty() && url.password().is_none() {
         return url.as_str().to_owned();
     }
@@ -299,7 +315,7 @@ fn public_url(url: &Url) -> String {
     clean.into()
 }
 
-fn describe_limit(limit: std::time::Duration) -> String {
+pub(crate) fn describe_limit(limit: std::time::Duration) -> String {
     if limit.subsec_millis() == 0 {
         format!("{} s", limit.as_secs())
     } else {

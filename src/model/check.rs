@@ -104,6 +104,7 @@ pub enum CheckSpec {
     Url(UrlMonitorSpec),
     Tcp(TcpMonitorSpec),
     Dns(DnsMonitorSpec),
+    Api(ApiCheckSpec),
 }
 
 impl CheckSpec {
@@ -112,6 +113,7 @@ impl CheckSpec {
             CheckSpec::Url(_) => CheckType::Url,
             CheckSpec::Tcp(_) => CheckType::Tcp,
             CheckSpec::Dns(_) => CheckType::Dns,
+            CheckSpec::Api(_) => CheckType::Api,
         }
     }
 
@@ -121,6 +123,7 @@ impl CheckSpec {
             CheckSpec::Url(spec) => spec.validate(),
             CheckSpec::Tcp(spec) => spec.validate(),
             CheckSpec::Dns(spec) => spec.validate(),
+            CheckSpec::Api(spec) => spec.validate(),
         }
     }
 
@@ -133,10 +136,17 @@ impl CheckSpec {
         let Some(name) = check_type.as_str() else {
             return Err(ValidationError::new("checkType", "must be a string"));
         };
-        match CheckType::parse(name) {
-            Some(CheckType::Url) => {}
-            Some(CheckType::Tcp) => precheck_tcp(doc)?,
-            Some(CheckType::Dns) => precheck_dns(doc)?,
+        let spec = match CheckType::parse(name) {
+            Some(CheckType::Url) => CheckSpec::Url(deserialize_naming_field(doc)?),
+            Some(CheckType::Api) => CheckSpec::Api(deserialize_naming_field(doc)?),
+            Some(CheckType::Tcp) => {
+                precheck_tcp(doc)?;
+                CheckSpec::Tcp(deserialize_naming_field(doc)?)
+            }
+            Some(CheckType::Dns) => {
+                precheck_dns(doc)?;
+                CheckSpec::Dns(deserialize_naming_field(doc)?)
+            }
             Some(other) => {
                 return Err(ValidationError::new(
                     "checkType",
@@ -149,24 +159,31 @@ impl CheckSpec {
                     format!("unknown check type {name:?}"),
                 ));
             }
-        }
-        let spec: CheckSpec = serde_path_to_error_like(doc)?;
+        };
         spec.validate()?;
         Ok(spec)
     }
 }
 
-/// Deserializes with an error that names the offending field where serde tells it.
-fn serde_path_to_error_like(doc: &serde_json::Value) -> Result<CheckSpec, ValidationError> {
-    CheckSpec::deserialize(doc).map_err(|e| {
-        let msg = e.to_string();
-        // serde_json messages look like "missing field `url`" or "unknown variant `X`, expected ...".
-        let field = msg
-            .split('`')
-            .nth(1)
-            .filter(|_| msg.starts_with("missing field"))
-            .map(str::to_owned)
-            .unwrap_or_else(|| "body".to_owned());
+/// Deserializes one check type's spec with an error that names the offending field by
+/// its JSON path, e.g. `request.assertions[2].source`; a missing field is named by its
+/// own path (`request.url`), not its parent's.
+fn deserialize_naming_field<T: serde::de::DeserializeOwned>(
+    doc: &serde_json::Value,
+) -> Result<T, ValidationError> {
+    serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.inner().to_string();
+        // serde messages look like "missing field `url`" or "unknown variant `X`, expected ...".
+        let missing = msg
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split('`').next());
+        let field = match (path.as_str(), missing) {
+            (".", Some(name)) => name.to_owned(),
+            (".", None) => "body".to_owned(),
+            (_, Some(name)) => format!("{path}.{name}"),
+            (_, None) => path,
+        };
         ValidationError::new(field, msg)
     })
 }
@@ -216,28 +233,11 @@ pub const MAX_URL_LEN: usize = 2048;
 impl UrlMonitorSpec {
     pub fn validate(&self) -> Result<(), ValidationError> {
         self.request.validate("request")?;
-        for (field, value) in [
-            ("degradedResponseTime", self.degraded_response_time),
-            ("maxResponseTime", self.max_response_time),
-        ] {
-            if let Some(v) = value
-                && !(0.0..=MAX_RESPONSE_TIME_LIMIT_MS).contains(&v)
-            {
-                return Err(ValidationError::new(
-                    field,
-                    format!("must be between 0 and {MAX_RESPONSE_TIME_LIMIT_MS} milliseconds"),
-                ));
-            }
-        }
-        if let (Some(d), Some(m)) = (self.degraded_response_time, self.max_response_time)
-            && d > m
-        {
-            return Err(ValidationError::new(
-                "degradedResponseTime",
-                "must not be greater than maxResponseTime",
-            ));
-        }
-        Ok(())
+        validate_thresholds(
+            self.degraded_response_time,
+            self.max_response_time,
+            MAX_RESPONSE_TIME_LIMIT_MS,
+        )
     }
 }
 
@@ -317,6 +317,355 @@ impl UrlRequest {
         }
         Ok(())
     }
+}
+
+/// An API check: one HTTP request of any method, with headers, query parameters, a body
+/// and authentication, judged by assertions on its response and by its total time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiCheckSpec {
+    pub request: ApiRequest,
+    /// Milliseconds after which the run is DEGRADED.
+    #[serde(default = "default_api_degraded_ms")]
+    pub degraded_response_time: Option<f64>,
+    /// Milliseconds after which the run is FAILED.
+    #[serde(default = "default_api_max_ms")]
+    pub max_response_time: Option<f64>,
+    /// A 4xx or 5xx answer does not fail the run by itself (only assertions do).
+    #[serde(default)]
+    pub should_fail: bool,
+    /// Values for the `{{NAME}}` placeholders of the request.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub environment_variables: Vec<EnvironmentVariable>,
+}
+
+fn default_api_degraded_ms() -> Option<f64> {
+    Some(5000.0)
+}
+fn default_api_max_ms() -> Option<f64> {
+    Some(20000.0)
+}
+
+/// A JSON `null` read as an empty list, for the API's nullable arrays.
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// Most environment variables a check may carry (the reference API's limit).
+pub const MAX_ENVIRONMENT_VARIABLES: usize = 200;
+/// Most headers, query parameters or assertions of one API request.
+pub const MAX_API_LIST_ITEMS: usize = 100;
+/// Largest request body of an API check, before placeholders are filled.
+pub const MAX_API_BODY_BYTES: usize = 1024 * 1024;
+/// Longest assertion property or regex.
+pub const MAX_ASSERTION_EXPR_LEN: usize = 1024;
+/// Compiled size limit of an assertion regex, so a pathological pattern is refused.
+pub const MAX_REGEX_SIZE: usize = 1024 * 1024;
+
+impl ApiCheckSpec {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        self.request.validate("request")?;
+        if self.environment_variables.len() > MAX_ENVIRONMENT_VARIABLES {
+            return Err(ValidationError::new(
+                "environmentVariables",
+                format!("at most {MAX_ENVIRONMENT_VARIABLES} variables"),
+            ));
+        }
+        for (i, v) in self.environment_variables.iter().enumerate() {
+            if v.key.is_empty() {
+                return Err(ValidationError::new(
+                    format!("environmentVariables[{i}].key"),
+                    "must not be empty",
+                ));
+            }
+        }
+        validate_thresholds(
+            self.degraded_response_time,
+            self.max_response_time,
+            MAX_RESPONSE_TIME_LIMIT_MS,
+        )
+    }
+}
+
+/// The request of an API check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiRequest {
+    pub method: HttpMethod,
+    /// May contain `{{NAME}}` placeholders, checked again once they are filled.
+    pub url: String,
+    #[serde(default = "default_true")]
+    pub follow_redirects: bool,
+    #[serde(default, rename = "skipSSL")]
+    pub skip_ssl: bool,
+    #[serde(default)]
+    pub ip_family: IpFamily,
+    #[serde(default, deserialize_with = "null_as_empty_string")]
+    pub body: String,
+    #[serde(default)]
+    pub body_type: BodyType,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub headers: Vec<KeyValue>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub query_parameters: Vec<KeyValue>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub assertions: Vec<Assertion>,
+    #[serde(default)]
+    pub basic_auth: Option<BasicAuth>,
+}
+
+fn null_as_empty_string<'de, D>(deserializer: D) -> Result<String, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(Option::<String>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+impl ApiRequest {
+    fn validate(&self, at: &str) -> Result<(), ValidationError> {
+        if self.url.is_empty() || self.url.len() > MAX_URL_LEN {
+            return Err(ValidationError::new(
+                format!("{at}.url"),
+                format!("must be 1 to {MAX_URL_LEN} characters"),
+            ));
+        }
+        // A URL built from placeholders can only be checked once they are filled.
+        if !has_placeholder(&self.url) {
+            check_http_url(&self.url).map_err(|m| ValidationError::new(format!("{at}.url"), m))?;
+        }
+        if self.body.len() > MAX_API_BODY_BYTES {
+            return Err(ValidationError::new(
+                format!("{at}.body"),
+                format!("must be at most {MAX_API_BODY_BYTES} bytes"),
+            ));
+        }
+        for (list, items) in [
+            ("headers", &self.headers),
+            ("queryParameters", &self.query_parameters),
+        ] {
+            if items.len() > MAX_API_LIST_ITEMS {
+                return Err(ValidationError::new(
+                    format!("{at}.{list}"),
+                    format!("at most {MAX_API_LIST_ITEMS} items"),
+                ));
+            }
+            for (i, kv) in items.iter().enumerate() {
+                if kv.key.is_empty() {
+                    return Err(ValidationError::new(
+                        format!("{at}.{list}[{i}].key"),
+                        "must not be empty",
+                    ));
+                }
+            }
+        }
+        for (i, h) in self.headers.iter().enumerate() {
+            if !has_placeholder(&h.key) && http::HeaderName::from_bytes(h.key.as_bytes()).is_err() {
+                return Err(ValidationError::new(
+                    format!("{at}.headers[{i}].key"),
+                    "is not a valid HTTP header name",
+                ));
+            }
+            if h.value.contains(['\r', '\n', '\0']) {
+                return Err(ValidationError::new(
+                    format!("{at}.headers[{i}].value"),
+                    "must not contain line breaks or NUL",
+                ));
+            }
+        }
+        if self.assertions.len() > MAX_API_LIST_ITEMS {
+            return Err(ValidationError::new(
+                format!("{at}.assertions"),
+                format!("at most {MAX_API_LIST_ITEMS} assertions"),
+            ));
+        }
+        for (i, a) in self.assertions.iter().enumerate() {
+            a.validate_for_api(&format!("{at}.assertions[{i}]"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `s` contains a `{{` that may start a placeholder.
+fn has_placeholder(s: &str) -> bool {
+    s.contains("{{")
+}
+
+/// Checks that `url` is an absolute http:// or https:// URL with a host; the error
+/// message says what is wrong.
+pub fn check_http_url(url: &str) -> Result<url::Url, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("is not a valid URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err("must be an http:// or https:// URL with a host".to_owned());
+    }
+    Ok(parsed)
+}
+
+/// The methods an API check may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    Get,
+    Post,
+    Put,
+    Head,
+    Delete,
+    Patch,
+}
+
+impl HttpMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+            HttpMethod::Put => "PUT",
+            HttpMethod::Head => "HEAD",
+            HttpMethod::Delete => "DELETE",
+            HttpMethod::Patch => "PATCH",
+        }
+    }
+}
+
+/// How the request body is sent; each type but NONE sets a `Content-Type` unless the
+/// check sets one itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum BodyType {
+    /// `application/json`.
+    Json,
+    /// `application/x-www-form-urlencoded`; the body is sent as written (`a=1&b=2`).
+    Form,
+    /// `text/plain`.
+    Raw,
+    /// `application/json`; a body that is not already a JSON object is sent as
+    /// `{"query": <body>}`.
+    Graphql,
+    /// No `Content-Type`; a non-empty body is still sent as written.
+    #[default]
+    None,
+}
+
+impl BodyType {
+    /// The `Content-Type` this body type implies.
+    pub fn content_type(self) -> Option<&'static str> {
+        match self {
+            BodyType::Json | BodyType::Graphql => Some("application/json"),
+            BodyType::Form => Some("application/x-www-form-urlencoded"),
+            BodyType::Raw => Some("text/plain"),
+            BodyType::None => None,
+        }
+    }
+}
+
+/// A header or query parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyValue {
+    pub key: String,
+    #[serde(default, deserialize_with = "null_as_empty_string")]
+    pub value: String,
+    #[serde(default)]
+    pub locked: bool,
+}
+
+/// HTTP basic authentication credentials; both may contain placeholders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BasicAuth {
+    #[serde(default, deserialize_with = "null_as_empty_string")]
+    pub username: String,
+    #[serde(default, deserialize_with = "null_as_empty_string")]
+    pub password: String,
+}
+
+/// A variable of the check document, filling `{{key}}` placeholders. Values of `secret`
+/// (and `locked`) variables never appear in results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentVariable {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub locked: bool,
+    #[serde(default)]
+    pub secret: bool,
+}
+
+impl EnvironmentVariable {
+    /// Whether the value must be scrubbed from results.
+    pub fn is_secret(&self) -> bool {
+        self.secret || self.locked
+    }
+}
+
+impl Assertion {
+    /// The regex to extract the actual value with: `regex` when set and non-empty.
+    pub fn regex(&self) -> Option<&str> {
+        self.regex.as_deref().filter(|r| !r.is_empty())
+    }
+
+    /// Checks an assertion of an API check; `at` is its JSON path.
+    fn validate_for_api(&self, at: &str) -> Result<(), ValidationError> {
+        use AssertionSource as S;
+        if !matches!(
+            self.source,
+            S::StatusCode | S::JsonBody | S::Headers | S::TextBody | S::ResponseTime
+        ) {
+            return Err(ValidationError::new(
+                format!("{at}.source"),
+                "API checks assert on STATUS_CODE, JSON_BODY, HEADERS, TEXT_BODY or RESPONSE_TIME",
+            ));
+        }
+        for (field, value) in [
+            ("property", self.property.as_str()),
+            ("target", self.target.as_str()),
+            ("regex", self.regex().unwrap_or_default()),
+        ] {
+            if value.len() > MAX_ASSERTION_EXPR_LEN {
+                return Err(ValidationError::new(
+                    format!("{at}.{field}"),
+                    format!("must be at most {MAX_ASSERTION_EXPR_LEN} characters"),
+                ));
+            }
+        }
+        if let Some(regex) = self.regex() {
+            compile_regex(regex).map_err(|e| ValidationError::new(format!("{at}.regex"), e))?;
+        }
+        match self.source {
+            S::JsonBody if !self.property.is_empty() => {
+                super::jsonpath::JsonPath::parse(&self.property)
+                    .map_err(|e| ValidationError::new(format!("{at}.property"), e.to_string()))?;
+            }
+            // A text body's property is a regex when `regex` is not set.
+            S::TextBody if self.regex().is_none() && !self.property.is_empty() => {
+                compile_regex(&self.property)
+                    .map_err(|e| ValidationError::new(format!("{at}.property"), e))?;
+            }
+            S::Headers
+                if !self.property.is_empty()
+                    && http::HeaderName::from_bytes(self.property.trim().as_bytes()).is_err() =>
+            {
+                return Err(ValidationError::new(
+                    format!("{at}.property"),
+                    "is not a valid HTTP header name",
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Compiles an assertion regex with the size limit every executor uses.
+pub fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(MAX_REGEX_SIZE)
+        .build()
+        .map_err(|e| format!("is not a valid regular expression: {e}"))
 }
 
 /// Address family a check connects over.
@@ -881,6 +1230,7 @@ fn validate_dns_query(query: &str, field: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// Both response-time limits within `0..=limit`, the degraded one not above the max.
 fn validate_thresholds(
     degraded: Option<f64>,
     max: Option<f64>,
@@ -1058,7 +1408,7 @@ mod tests {
             json!({"checkType": "URL", "name": "x", "request": {"url": "http://127.0.0.1:1/"}});
         let spec = CheckSpec::from_document(&doc).expect("valid");
         let CheckSpec::Url(u) = spec else {
-            panic!("not a URL monitor: {spec:?}")
+            panic!("a URL spec: {spec:?}");
         };
         assert!(u.request.follow_redirects);
         assert!(!u.request.skip_ssl);
@@ -1092,6 +1442,148 @@ mod tests {
             CheckSpec::from_document(&doc).unwrap_err().field,
             "request.assertions[0].target"
         );
+    }
+
+    #[test]
+    fn parses_an_api_check_with_defaults() {
+        let doc = json!({"checkType": "API", "name": "x",
+            "request": {"method": "POST", "url": "http://127.0.0.1:1/"}});
+        let CheckSpec::Api(a) = CheckSpec::from_document(&doc).expect("valid") else {
+            panic!("an API spec");
+        };
+        assert_eq!(a.request.method, HttpMethod::Post);
+        assert!(a.request.follow_redirects);
+        assert_eq!(a.request.body_type, BodyType::None);
+        assert_eq!(a.degraded_response_time, Some(5000.0));
+        assert_eq!(a.max_response_time, Some(20000.0));
+        assert!(!a.should_fail);
+        assert!(a.environment_variables.is_empty());
+        assert_eq!(a.request.basic_auth, None);
+    }
+
+    #[test]
+    fn api_nullable_fields_accept_null() {
+        let doc = json!({"checkType": "API", "environmentVariables": null, "request": {
+            "method": "GET", "url": "http://a/", "headers": null, "queryParameters": null,
+            "assertions": null, "basicAuth": null, "body": null,
+            "assertions": [{"source": "TEXT_BODY", "comparison": "CONTAINS", "regex": null}]}});
+        assert!(CheckSpec::from_document(&doc).is_ok());
+    }
+
+    #[test]
+    fn api_errors_name_the_field() {
+        let base = || json!({"checkType": "API", "request": {"method": "GET", "url": "http://a/"}});
+        let field = |patch: &dyn Fn(&mut serde_json::Value)| {
+            let mut doc = base();
+            patch(&mut doc);
+            CheckSpec::from_document(&doc).unwrap_err().field
+        };
+        let assertion = |a: serde_json::Value| {
+            move |d: &mut serde_json::Value| {
+                d["request"]["assertions"] = json!([
+                    {"source": "STATUS_CODE", "comparison": "EQUALS", "target": "200"},
+                    {"source": "STATUS_CODE", "comparison": "EQUALS", "target": "200"},
+                    a.clone()
+                ])
+            }
+        };
+        assert_eq!(
+            field(&|d| d["request"]["method"] = json!("TRACE")),
+            "request.method"
+        );
+        assert_eq!(
+            field(&|d| {
+                d["request"].as_object_mut().unwrap().remove("method");
+            }),
+            "request.method"
+        );
+        assert_eq!(
+            field(&|d| d["request"]["url"] = json!("ftp://a/")),
+            "request.url"
+        );
+        assert_eq!(field(&|d| d["request"]["url"] = json!("")), "request.url");
+        assert_eq!(
+            field(&|d| d["request"]["bodyType"] = json!("XML")),
+            "request.bodyType"
+        );
+        assert_eq!(
+            field(&|d| d["request"]["headers"] = json!([{"key": "", "value": "x"}])),
+            "request.headers[0].key"
+        );
+        assert_eq!(
+            field(&|d| d["request"]["headers"] = json!([{"key": "a b", "value": "x"}])),
+            "request.headers[0].key"
+        );
+        assert_eq!(
+            field(&|d| d["request"]["headers"] = json!([{"key": "a", "value": "x\r\ny: z"}])),
+            "request.headers[0].value"
+        );
+        assert_eq!(
+            field(&|d| d["request"]["queryParameters"] = json!([{"value": "x"}])),
+            "request.queryParameters[0].key"
+        );
+        assert_eq!(
+            field(&assertion(
+                json!({"source": "LATENCY", "comparison": "EQUALS"})
+            )),
+            "request.assertions[2].source"
+        );
+        assert_eq!(
+            field(&assertion(
+                json!({"source": "NOPE", "comparison": "EQUALS"})
+            )),
+            "request.assertions[2].source"
+        );
+        assert_eq!(
+            field(&assertion(
+                json!({"source": "JSON_BODY", "comparison": "ALMOST"})
+            )),
+            "request.assertions[2].comparison"
+        );
+        assert_eq!(
+            field(&assertion(
+                json!({"source": "JSON_BODY", "comparison": "EQUALS", "property": "$[?(@.a)]"})
+            )),
+            "request.assertions[2].property"
+        );
+        assert_eq!(
+            field(&assertion(
+                json!({"source": "HEADERS", "comparison": "EQUALS", "regex": "(open"})
+            )),
+            "request.assertions[2].regex"
+        );
+        assert_eq!(
+            field(&assertion(
+                json!({"source": "TEXT_BODY", "comparison": "EQUALS", "property": "[z-a]"})
+            )),
+            "request.assertions[2].property"
+        );
+        assert_eq!(
+            field(&|d| d["maxResponseTime"] = json!(45001)),
+            "maxResponseTime"
+        );
+        assert_eq!(
+            field(&|d| {
+                d["degradedResponseTime"] = json!(300);
+                d["maxResponseTime"] = json!(200);
+            }),
+            "degradedResponseTime"
+        );
+        assert_eq!(
+            field(&|d| d["environmentVariables"] = json!([{"key": "", "value": "v"}])),
+            "environmentVariables[0].key"
+        );
+        assert_eq!(
+            field(&|d| d["request"]["basicAuth"] = json!({"username": 5, "password": ""})),
+            "request.basicAuth.username"
+        );
+    }
+
+    #[test]
+    fn api_urls_with_placeholders_are_checked_at_run_time() {
+        let doc = json!({"checkType": "API",
+            "request": {"method": "GET", "url": "{{BASE_URL}}/health"}});
+        assert!(CheckSpec::from_document(&doc).is_ok());
     }
 
     #[test]

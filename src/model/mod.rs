@@ -4,14 +4,17 @@
 //! Executors and the service both depend on this module and on nothing of each other.
 
 pub mod check;
+pub mod jsonpath;
 pub mod result;
 pub mod session;
 
 pub use check::{
-    Assertion, AssertionSource, CheckSpec, CheckType, Comparison, IpFamily, Pool, UrlMonitorSpec,
-    UrlRequest, ValidationError,
+    ApiCheckSpec, ApiRequest, Assertion, AssertionSource, BasicAuth, BodyType, CheckSpec,
+    CheckType, Comparison, EnvironmentVariable, HttpMethod, IpFamily, KeyValue, Pool,
+    UrlMonitorSpec, UrlRequest, ValidationError,
 };
 pub use result::{
-    AssertionResult, ErrorKind, HttpResponseSummary, RunError, RunResult, RunStatus, TimingPhases,
+    AssertionResult, ErrorKind, HttpRequestSummary, HttpResponseSummary, RunError, RunResult,
+    RunStatus, TimingPhases,
 };
 pub use session::{ResultType, RunSource, SessionStatus};

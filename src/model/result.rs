@@ -35,6 +35,9 @@ pub struct RunResult {
     pub response_time: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing_phases: Option<TimingPhases>,
+    /// The HTTP request sent (API checks), with secrets and credentials masked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<HttpRequestSummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<HttpResponseSummary>,
     /// What a TCP monitor connected to and received.
@@ -76,6 +79,7 @@ impl RunResult {
             ),
             response_time,
             timing_phases: None,
+            request: None,
             response: None,
             tcp: None,
             dns: None,
@@ -133,6 +137,21 @@ pub struct TimingPhases {
     pub total: f64,
 }
 
+/// The HTTP request a run sent (its first hop), bounded in size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRequestSummary {
+    pub method: String,
+    /// The URL with query parameters, without user name and password.
+    pub url: String,
+    /// Header names in lower case; repeated headers joined with `, `.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Body text up to the executor's cap (lossy UTF-8); absent when empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+}
+
 /// What came back from an HTTP target, bounded in size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -145,7 +164,8 @@ pub struct HttpResponseSummary {
     pub redirects: Vec<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    /// Body text up to the cap (lossy UTF-8), if the executor keeps bodies.
+    /// Body text (lossy UTF-8), if the executor keeps bodies. It may be a prefix of
+    /// what was read: compare its length with `body_size`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
     /// Bytes received, counted up to the cap.
