@@ -77,7 +77,7 @@ impl ServiceClient {
             base: config.api_url.clone(),
             auth,
             state,
-            scrubber: Scrubber::new(&config.api_key),
+            scrubber: super::scrub::for_api_key(&config.api_key),
         })
     }
 

@@ -54,7 +54,6 @@ use self::inflight::LeaseTable;
 use self::leases::Renewer;
 use self::poller::Poller;
 use self::reporter::Reporter;
-use self::scrub::Scrubber;
 use self::spool::Spool;
 use self::state::{AgentState, Fatal};
 
@@ -96,7 +95,7 @@ const ABORT_SETTLE: Duration = Duration::from_secs(5);
 /// Runs the agent until `shutdown` drains it. Returns `Ok` after a graceful drain.
 pub async fn run(config: AgentConfig, shutdown: Shutdown) -> Result<(), AgentError> {
     let agent_id = Uuid::new_v4();
-    let scrubber = Scrubber::new(&config.api_key);
+    let scrubber = scrub::for_api_key(&config.api_key);
     let events = Events::new(config.external_observability, scrubber.clone());
     let env = ExecEnv::from_system()?;
     let spool = open_spool(&config).await?;
