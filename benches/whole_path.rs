@@ -5,117 +5,16 @@
 //! cargo bench --bench whole_path -- [--checks 2000] [--rounds 5] [--peer-seconds 10]
 //! Needs nginx, prometheus-blackbox-exporter and wrk (Debian packages; scripts/bench installs them).
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after = stat.rsplit_once(')').context("stat format")?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let utime: f64 = fields.get(11).context("utime")?.parse()?;
-    let stime: f64 = fields.get(12).context("stime")?.parse()?;
-    Ok((utime + stime) / 100.0)
-}
-
-/// A field of /proc/<pid>/status in MB (VmRSS, VmHWM).
-fn mem_mb(pid: u32, field: &str) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .context("status field")?;
-    let kb: f64 = line.split_whitespace().nth(1).context("value")?.parse()?;
-    Ok(kb / 1024.0)
-}
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn spawn(cmd: &mut Command, log: &Path) -> Result<Killed> {
-    if let Some(parent) = log.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let f = std::fs::File::create(log)?;
-    cmd.stdout(Stdio::from(f.try_clone()?))
-        .stderr(Stdio::from(f))
-        .stdin(Stdio::null());
-    Ok(Killed(
-        cmd.spawn().with_context(|| format!("spawning {cmd:?}"))?,
-    ))
-}
-
-async fn wait_http(url: &str) -> Result<()> {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) {
-        if reqwest::get(url).await.is_ok() {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    bail!("{url} never answered")
-}
-
-/// nginx lives in /usr/sbin on Debian, which is not on every PATH.
-fn nginx_binary() -> &'static str {
-    if Path::new("/usr/sbin/nginx").exists() {
-        "/usr/sbin/nginx"
-    } else {
-        "nginx"
-    }
-}
-
-fn start_nginx(dir: &Path, port: u16) -> Result<Killed> {
-    let www = dir.join("www");
-    std::fs::create_dir_all(&www)?;
-    std::fs::write(www.join("index.html"), "<html><body>ok</body></html>\n")?;
-    std::fs::create_dir_all(dir.join("logs"))?;
-    let conf = dir.join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/logs/error.log;\n\
-             events {{ worker_connections 4096; }}\n\
-             http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d};\n\
-               fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-               server {{ listen 127.0.0.1:{port}; root {w}; }} }}\n",
-            d = dir.display(),
-            w = www.display()
-        ),
-    )?;
-    spawn(
-        Command::new(nginx_binary())
-            .arg("-c")
-            .arg(&conf)
-            .arg("-p")
-            .arg(dir),
-        &dir.join("nginx.out"),
-    )
-}
+use support::{Blackbox, arg, cpu_seconds, free_port, mem_mb, spawn, start_nginx, wait_http};
 
 struct Figures {
     checks_per_sec: f64,
@@ -284,53 +183,6 @@ async fn run_outpost(dir: &Path, target: &str, checks: u64, rounds: u64) -> Resu
     })
 }
 
-struct PeerFigures {
-    probes_per_sec: f64,
-    cpu_ms_per_probe: f64,
-    idle_rss_mb: f64,
-    peak_rss_mb: f64,
-}
-
-async fn run_blackbox(dir: &Path, target: &str, seconds: u64) -> Result<PeerFigures> {
-    let port = free_port()?;
-    std::fs::create_dir_all(dir)?;
-    let conf = dir.join("blackbox.yml");
-    std::fs::write(
-        &conf,
-        "modules:\n  http_2xx:\n    prober: http\n    timeout: 5s\n    http:\n      preferred_ip_protocol: ip4\n",
-    )?;
-    let bb = spawn(
-        Command::new("prometheus-blackbox-exporter")
-            .arg(format!("--config.file={}", conf.display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}")),
-        &dir.join("blackbox.log"),
-    )?;
-    wait_http(&format!("http://127.0.0.1:{port}/")).await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let idle_rss_mb = mem_mb(bb.0.id(), "VmRSS:")?;
-    let cpu0 = cpu_seconds(bb.0.id())?;
-    let url = format!("http://127.0.0.1:{port}/probe?target={target}&module=http_2xx");
-    let out = Command::new("wrk")
-        .args(["-t2", "-c16", &format!("-d{seconds}s"), &url])
-        .output()
-        .context("running wrk")?;
-    let cpu = cpu_seconds(bb.0.id())? - cpu0;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let requests: f64 = text
-        .lines()
-        .find(|l| l.contains(" requests in "))
-        .and_then(|l| l.split_whitespace().next())
-        .context("wrk output")?
-        .parse()?;
-    let secs: f64 = seconds as f64;
-    Ok(PeerFigures {
-        probes_per_sec: requests / secs,
-        cpu_ms_per_probe: cpu * 1000.0 / requests,
-        idle_rss_mb,
-        peak_rss_mb: mem_mb(bb.0.id(), "VmHWM:")?,
-    })
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     // `cargo test --all-targets` runs benches without `--bench`: nothing to measure then.
@@ -349,10 +201,16 @@ async fn main() -> Result<()> {
     wait_http(&target).await?;
 
     let ours = run_outpost(&root.join("outpost"), &target, checks, rounds).await?;
-    let peer = run_blackbox(&root.join("blackbox"), &target, peer_seconds).await?;
+    let blackbox = Blackbox::start(
+        &root.join("blackbox"),
+        "modules:\n  http_2xx:\n    prober: http\n    timeout: 5s\n    http:\n      preferred_ip_protocol: ip4\n",
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let peer = blackbox.measure("http_2xx", &target, peer_seconds, 16)?;
 
     println!(
-        "Whole path, {} URL checks ({checks} checks x {rounds} triggers); peer: blackbox exporter, wrk -t2 -c16 -d{peer_seconds}s\n",
+        "Whole path, {} URL checks ({checks} checks x {rounds} triggers); peer: blackbox exporter, wrk -t1 -c16 -d{peer_seconds}s\n",
         ours.total
     );
     println!("| figure | outpost (whole path) | blackbox exporter (probe only) | ratio |");
