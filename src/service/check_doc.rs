@@ -1,11 +1,14 @@
-//! Check documents of the public API: validation beyond `CheckSpec` (name, frequency,
-//! locations, tags) and normalization (the reference defaults filled in), so that what
-//! is stored is what the API echoes and what agents receive.
+//! Check documents of the public API, for every check type: validation beyond
+//! `CheckSpec` (name, frequency, locations, tags, environment variables) and
+//! normalization (the reference defaults filled in), so that what is stored is what
+//! the API echoes (hidden variable values masked) and what agents receive.
 
 use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+use super::check_kinds::{fill_defaults, kind_of};
+use super::check_secrets;
 use super::errors::ApiError;
 use super::store::CheckWrite;
 use crate::model::{CheckSpec, CheckType};
@@ -38,21 +41,46 @@ pub fn interval_ms(frequency: i64, frequency_offset: Option<i64>) -> i64 {
     }
 }
 
-/// Builds the stored form of a URL monitor from a create body (`existing` = None) or
-/// an update body merged over the stored document (top-level fields replace).
-/// `known_slugs` are the slug names of the account's private locations.
+/// Builds the stored form of a URL monitor; see [`normalize_check`].
 pub fn normalize_url_check(
     body: Value,
     existing: Option<&Value>,
     known_slugs: &HashSet<String>,
 ) -> Result<CheckWrite, ApiError> {
+    normalize_check(CheckType::Url, body, existing, known_slugs)
+}
+
+/// Refuses a check type that `CheckSpec::from_document` does not accept (e.g. "ICMP
+/// checks are not supported by this version"), before any other field is looked at.
+pub fn ensure_supported(check_type: CheckType) -> Result<(), ApiError> {
+    match CheckSpec::from_document(&json!({"checkType": check_type.as_str()})) {
+        Err(e) if e.field == "checkType" => Err(ApiError::invalid(&e.field, &e.message)),
+        _ => Ok(()),
+    }
+}
+
+/// Builds the stored form of a check of type `check_type` from a create body
+/// (`existing` = None) or an update body merged over the stored document (top-level
+/// fields replace). The body's `checkType`, when present, must be `check_type`.
+/// Fills the reference defaults (those of [`crate::service::check_kinds`] for the
+/// type), checks the fields common to every type, then validates through
+/// `CheckSpec::from_document`; every error is a 400 naming the field.
+/// `known_slugs` are the slug names of the account's private locations.
+pub fn normalize_check(
+    check_type: CheckType,
+    body: Value,
+    existing: Option<&Value>,
+    known_slugs: &HashSet<String>,
+) -> Result<CheckWrite, ApiError> {
+    ensure_supported(check_type)?;
     let Value::Object(body) = body else {
         return Err(ApiError::invalid("body", "must be a JSON object"));
     };
-    let mut doc = match existing {
-        Some(Value::Object(old)) => old.clone(),
-        _ => Map::new(),
+    let stored = match existing {
+        Some(Value::Object(old)) => Some(old),
+        _ => None,
     };
+    let mut doc = stored.cloned().unwrap_or_default();
     for (k, v) in body {
         if !SERVER_FIELDS.contains(&k.as_str()) {
             doc.insert(k, v);
@@ -60,17 +88,16 @@ pub fn normalize_url_check(
     }
 
     match doc.get("checkType") {
-        None | Some(Value::Null) => {
-            doc.insert("checkType".into(), json!("URL"));
-        }
-        Some(Value::String(s)) if s == "URL" => {}
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s == check_type.as_str() => {}
         Some(_) => {
             return Err(ApiError::invalid(
                 "checkType",
-                "must be URL for /v1/checks/url",
+                format!("must be {check_type} (the type of this check or route)"),
             ));
         }
     }
+    doc.insert("checkType".into(), json!(check_type.as_str()));
 
     let name = match doc.get("name") {
         Some(Value::String(s)) if !s.trim().is_empty() => {
@@ -136,34 +163,26 @@ pub fn normalize_url_check(
     for field in ["groupId", "groupOrder", "runtimeId"] {
         doc.entry(field).or_insert(Value::Null);
     }
-    doc.entry("degradedResponseTime").or_insert(json!(3000));
-    doc.entry("maxResponseTime").or_insert(json!(5000));
 
-    match doc.get_mut("request") {
-        Some(Value::Object(request)) => {
-            request.entry("method").or_insert(json!("GET"));
-            request.entry("followRedirects").or_insert(json!(true));
-            request.entry("skipSSL").or_insert(json!(false));
-            request.entry("ipFamily").or_insert(json!("IPv4"));
-            let assertions = request.entry("assertions").or_insert(json!([]));
-            if let Value::Array(items) = assertions {
-                for a in items.iter_mut() {
-                    if let Value::Object(a) = a {
-                        a.entry("property").or_insert(json!(""));
-                        a.entry("target").or_insert(json!(""));
-                    }
-                }
-            }
-        }
+    match doc.get("request") {
+        Some(Value::Object(_)) => {}
         None | Some(Value::Null) => return Err(ApiError::invalid("request", "is required")),
         Some(_) => return Err(ApiError::invalid("request", "must be an object")),
+    }
+    if let Some(kind) = kind_of(check_type) {
+        fill_defaults(kind, &mut doc);
+    }
+
+    check_secrets::validate(&doc)?;
+    if let Some(old) = stored {
+        check_secrets::keep_hidden_values(&mut doc, old);
     }
 
     let document = Value::Object(doc);
     CheckSpec::from_document(&document).map_err(|e| ApiError::invalid(&e.field, &e.message))?;
 
     Ok(CheckWrite {
-        check_type: CheckType::Url,
+        check_type,
         name,
         activated,
         frequency,
@@ -367,5 +386,84 @@ mod tests {
         assert_eq!(updated.name, "m");
         assert_eq!(updated.tags, vec!["a".to_owned()]);
         assert!(updated.document.get("id").is_none());
+    }
+    #[test]
+    fn every_kind_gets_its_defaults() {
+        let tcp = normalize_check(
+            CheckType::Tcp,
+            json!({"name": "db", "request": {"hostname": "127.0.0.1", "port": 5432},
+                "privateLocations": ["local"]}),
+            None,
+            &slugs(),
+        )
+        .unwrap();
+        assert_eq!(tcp.check_type, CheckType::Tcp);
+        assert_eq!(tcp.document["checkType"], "TCP");
+        assert_eq!(tcp.document["degradedResponseTime"], 3000);
+        assert_eq!(tcp.document["request"]["ipFamily"], "IPv4");
+        assert_eq!(tcp.document["request"]["data"], Value::Null);
+
+        let dns = normalize_check(
+            CheckType::Dns,
+            json!({"name": "ns", "request": {"query": "a.test", "recordType": "A",
+                "assertions": [{"source": "RESPONSE_CODE", "comparison": "EQUALS",
+                "target": "NOERROR"}]}, "privateLocations": ["local"]}),
+            None,
+            &slugs(),
+        )
+        .unwrap();
+        assert_eq!(dns.document["maxResponseTime"], 1000);
+        assert_eq!(dns.document["request"]["protocol"], "UDP");
+        assert_eq!(dns.document["request"]["assertions"][0]["property"], "");
+
+        let api = normalize_check(
+            CheckType::Api,
+            json!({"name": "api", "request": {"method": "POST", "url": "http://127.0.0.1/"},
+                "privateLocations": ["local"]}),
+            None,
+            &slugs(),
+        )
+        .unwrap();
+        assert_eq!(api.document["degradedResponseTime"], 5000);
+        assert_eq!(api.document["maxResponseTime"], 20000);
+        assert_eq!(api.document["request"]["bodyType"], "NONE");
+        assert_eq!(api.document["request"]["headers"], json!([]));
+    }
+
+    #[test]
+    fn unsupported_types_are_refused_first() {
+        let e = normalize_check(CheckType::Browser, json!({}), None, &slugs()).unwrap_err();
+        assert_eq!(field_of(e.clone()), "checkType");
+        assert!(e.message.contains("not supported"), "{}", e.message);
+    }
+
+    #[test]
+    fn body_type_must_match() {
+        let e = normalize_check(
+            CheckType::Tcp,
+            json!({"checkType": "DNS", "name": "x", "request": {"hostname": "h", "port": 1},
+                "privateLocations": ["local"]}),
+            None,
+            &slugs(),
+        )
+        .unwrap_err();
+        assert_eq!(field_of(e), "checkType");
+    }
+
+    #[test]
+    fn update_keeps_masked_secrets() {
+        let body = json!({"name": "a", "request": {"method": "GET", "url": "{{BASE}}/"},
+            "environmentVariables": [{"key": "BASE", "value": "http://127.0.0.1", "secret": true}],
+            "privateLocations": ["local"]});
+        let stored = normalize_check(CheckType::Api, body, None, &slugs())
+            .unwrap()
+            .document;
+        let update = json!({"environmentVariables": [
+            {"key": "BASE", "value": check_secrets::SECRET_MASK, "secret": true}]});
+        let updated = normalize_check(CheckType::Api, update, Some(&stored), &slugs()).unwrap();
+        assert_eq!(
+            updated.document["environmentVariables"][0]["value"],
+            "http://127.0.0.1"
+        );
     }
 }

@@ -7,7 +7,8 @@
 //! - `auth`, `keys`: API and agent keys (hashed at rest);
 //! - `sessions`, `hub`: session views, trigger selection, completion waits, wake-ups;
 //! - `scheduler`, `reaper`: the background loops;
-//! - `check_doc`: validation and normalization of check documents;
+//! - `check_doc`, `check_kinds`, `check_secrets`: validation and normalization of check
+//!   documents of every type, the per-type routes and defaults, hidden variable values;
 //! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration.
 
 pub mod admin;
@@ -17,6 +18,8 @@ pub mod api;
 pub mod auth;
 pub mod bootstrap;
 pub mod check_doc;
+pub mod check_kinds;
+pub mod check_secrets;
 pub mod context;
 pub mod errors;
 pub mod hub;

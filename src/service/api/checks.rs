@@ -1,37 +1,74 @@
-//! `/v1/checks`: create and update URL monitors, list, read and delete checks.
+//! `/v1/checks`: create and update checks of every type the public API knows
+//! (`/v1/checks/<type>` from [`CHECK_KINDS`], plus the generic `POST /v1/checks` and
+//! `PUT /v1/checks/{id}`), list with filters, read and delete. Answers show the stored
+//! document with hidden environment variable values masked.
 
 use std::collections::HashSet;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post, put};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::extract::{ApiJson, ApiQuery, Paging, parse_id};
+use super::extract::{ApiJson, Paging, parse_id};
+use crate::model::CheckType;
 use crate::service::auth::ApiAuth;
-use crate::service::check_doc::{interval_ms, normalize_url_check};
+use crate::service::check_doc::{
+    MAX_NAME_LEN, MAX_TAG_LEN, MAX_TAGS, interval_ms, normalize_check,
+};
+use crate::service::check_kinds::{CHECK_KINDS, kind_of};
+use crate::service::check_secrets;
 use crate::service::context::AppState;
 use crate::service::errors::ApiError;
 use crate::service::scheduler::next_slot;
-use crate::service::store::{CheckRecord, CheckWrite, ScheduleWrite, now_ms};
+use crate::service::store::{CheckFilter, CheckRecord, CheckWrite, ScheduleWrite, now_ms};
 
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/checks", get(list))
-        .route("/v1/checks/url", post(create_url))
-        .route("/v1/checks/url/{id}", put(update_url))
-        .route("/v1/checks/{id}", get(get_one).delete(delete))
+    let mut router = Router::new()
+        .route("/v1/checks", get(list).post(create_any))
+        .route(
+            "/v1/checks/{id}",
+            get(get_one).put(update_any).delete(delete),
+        );
+    for kind in CHECK_KINDS {
+        let check_type = kind.check_type;
+        router = router
+            .route(
+                &format!("/v1/checks/{}", kind.segment),
+                post(
+                    move |State(ctx): State<AppState>,
+                          auth: ApiAuth,
+                          ApiJson(body): ApiJson<Value>| async move {
+                        create(&ctx, &auth, check_type, body).await
+                    },
+                ),
+            )
+            .route(
+                &format!("/v1/checks/{}/{{id}}", kind.segment),
+                put(
+                    move |State(ctx): State<AppState>,
+                          auth: ApiAuth,
+                          Path(id): Path<String>,
+                          ApiJson(body): ApiJson<Value>| async move {
+                        update(&ctx, &auth, &id, Some(check_type), body).await
+                    },
+                ),
+            );
+    }
+    router
 }
 
-/// The check as the API shows it: the stored document plus id and timestamps.
+/// The check as the API shows it: the stored document plus id and timestamps, with the
+/// values of secret and locked environment variables masked.
 pub fn check_json(c: &CheckRecord) -> Value {
     let mut doc = match &c.document {
         Value::Object(m) => m.clone(),
         _ => serde_json::Map::new(),
     };
+    check_secrets::mask(&mut doc);
     doc.insert("id".into(), json!(c.id));
     doc.insert("checkType".into(), json!(c.check_type));
     doc.insert("created_at".into(), json!(c.created_at));
@@ -60,13 +97,15 @@ async fn known_slugs(ctx: &AppState, account_id: Uuid) -> Result<HashSet<String>
         .collect())
 }
 
-async fn create_url(
-    State(ctx): State<AppState>,
-    auth: ApiAuth,
-    ApiJson(body): ApiJson<Value>,
+/// `POST /v1/checks/<type>`.
+async fn create(
+    ctx: &AppState,
+    auth: &ApiAuth,
+    check_type: CheckType,
+    body: Value,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let slugs = known_slugs(&ctx, auth.account_id).await?;
-    let check = normalize_url_check(body, None, &slugs)?;
+    let slugs = known_slugs(ctx, auth.account_id).await?;
+    let check = normalize_check(check_type, body, None, &slugs)?;
     let id = Uuid::new_v4();
     let now = now_ms();
     let stored = ctx
@@ -82,24 +121,62 @@ async fn create_url(
     Ok((StatusCode::CREATED, Json(check_json(&stored))))
 }
 
-async fn update_url(
+/// `POST /v1/checks` (deprecated in the reference): the type comes from the body.
+async fn create_any(
+    State(ctx): State<AppState>,
+    auth: ApiAuth,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let check_type = match body.get("checkType") {
+        None | Some(Value::Null) => return Err(ApiError::invalid("checkType", "is required")),
+        Some(Value::String(name)) => CheckType::parse(name).ok_or_else(|| {
+            ApiError::invalid("checkType", format!("unknown check type {name:?}"))
+        })?,
+        Some(_) => return Err(ApiError::invalid("checkType", "must be a string")),
+    };
+    create(&ctx, &auth, check_type, body).await
+}
+
+/// `PUT /v1/checks/{id}`: the type is the stored check's.
+async fn update_any(
     State(ctx): State<AppState>,
     auth: ApiAuth,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = parse_id(&id, "id")?;
+    update(&ctx, &auth, &id, None, body).await
+}
+
+/// Updates a check; `route_type` is the type named by a typed route, which must be the
+/// stored check's.
+async fn update(
+    ctx: &AppState,
+    auth: &ApiAuth,
+    id: &str,
+    route_type: Option<CheckType>,
+    body: Value,
+) -> Result<Json<Value>, ApiError> {
+    let id = parse_id(id, "id")?;
     let Some(existing) = ctx.store.get_check(auth.account_id, id).await? else {
         return Err(ApiError::not_found("No such check."));
     };
-    if existing.check_type != crate::model::CheckType::Url {
+    if let Some(route_type) = route_type
+        && existing.check_type != route_type
+    {
+        let generic = format!("/v1/checks/{id}");
+        let route = kind_of(existing.check_type)
+            .map(|k| format!("/v1/checks/{}/{id} or {generic}", k.segment))
+            .unwrap_or(generic);
         return Err(ApiError::invalid(
             "checkType",
-            "this check is not a URL monitor",
+            format!(
+                "this check is a {} check, not {route_type}; update it through {route}",
+                existing.check_type
+            ),
         ));
     }
-    let slugs = known_slugs(&ctx, auth.account_id).await?;
-    let check = normalize_url_check(body, Some(&existing.document), &slugs)?;
+    let slugs = known_slugs(ctx, auth.account_id).await?;
+    let check = normalize_check(existing.check_type, body, Some(&existing.document), &slugs)?;
     let now = now_ms();
     let Some(stored) = ctx
         .store
@@ -117,15 +194,92 @@ async fn update_url(
     Ok(Json(check_json(&stored)))
 }
 
+/// Check types of the reference's `checkType` filter that this version has no checks
+/// of: filtering on them finds nothing rather than failing.
+const FOREIGN_TYPES: [&str; 3] = ["TRACEROUTE", "SSL", "GRPC"];
+/// Longest `search` of the list.
+const MAX_SEARCH_LEN: usize = MAX_NAME_LEN;
+
+/// The query of `GET /v1/checks`: `limit`, `page`, `checkType`, `tag` (repeatable, any
+/// of), `search` (case-insensitive name substring). Other reference parameters are
+/// accepted and ignored.
+#[derive(Debug, Default, PartialEq)]
+pub struct ListQuery {
+    pub paging: (i64, i64),
+    /// None: a foreign type was asked for, nothing can match.
+    pub filter: Option<CheckFilter>,
+}
+
+impl ListQuery {
+    pub fn parse(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+        let mut paging = Paging::default();
+        let mut filter = CheckFilter::default();
+        let mut foreign = false;
+        for (key, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            match key.as_ref() {
+                "limit" => paging.limit = Some(integer("limit", &value)?),
+                "page" => paging.page = Some(integer("page", &value)?),
+                "checkType" => match CheckType::parse(&value) {
+                    Some(t) => filter.check_type = Some(t),
+                    None if FOREIGN_TYPES.contains(&value.as_ref()) => foreign = true,
+                    None => {
+                        return Err(ApiError::invalid(
+                            "checkType",
+                            format!("unknown check type {:?}", value.as_ref()),
+                        ));
+                    }
+                },
+                "tag" => {
+                    if value.is_empty() || value.len() > MAX_TAG_LEN {
+                        return Err(ApiError::invalid(
+                            "tag",
+                            format!("must be 1 to {MAX_TAG_LEN} bytes"),
+                        ));
+                    }
+                    if filter.tags_any.len() >= MAX_TAGS {
+                        return Err(ApiError::invalid("tag", format!("at most {MAX_TAGS} tags")));
+                    }
+                    filter.tags_any.push(value.into_owned());
+                }
+                "search" => {
+                    if value.len() > MAX_SEARCH_LEN {
+                        return Err(ApiError::invalid(
+                            "search",
+                            format!("must be at most {MAX_SEARCH_LEN} bytes"),
+                        ));
+                    }
+                    filter.name_contains = (!value.is_empty()).then(|| value.into_owned());
+                }
+                _ => {}
+            }
+        }
+        Ok(ListQuery {
+            paging: paging.resolve()?,
+            filter: (!foreign).then_some(filter),
+        })
+    }
+}
+
+fn integer(field: &str, value: &str) -> Result<i64, ApiError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| ApiError::invalid(field, "must be an integer"))
+}
+
 async fn list(
     State(ctx): State<AppState>,
     auth: ApiAuth,
-    ApiQuery(paging): ApiQuery<Paging>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let (limit, offset) = paging.resolve()?;
+    let query = ListQuery::parse(raw.as_deref())?;
+    let (limit, offset) = query.paging;
+    let Some(filter) = query.filter else {
+        return Ok(Json(json!([])));
+    };
     let checks = ctx
         .store
-        .list_checks(auth.account_id, limit, offset)
+        .list_checks_matching(auth.account_id, &filter, limit, offset)
         .await?;
     Ok(Json(Value::Array(checks.iter().map(check_json).collect())))
 }

@@ -42,6 +42,16 @@ pub struct CheckWrite {
     pub document: serde_json::Value,
 }
 
+/// Which checks a list returns; every set part must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckFilter {
+    pub check_type: Option<CheckType>,
+    /// At least one of these tags (none: any tags).
+    pub tags_any: Vec<String>,
+    /// Case-insensitive substring of the name.
+    pub name_contains: Option<String>,
+}
+
 /// When an activated check runs: every `interval_ms`, next at `next_run_at`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScheduleWrite {
@@ -212,6 +222,73 @@ impl Store {
         .bind(account_id.to_string())
         .bind(limit)
         .bind(offset)
+        .fetch_all(self.reader())
+        .await?;
+        found.iter().map(check_from_row).collect()
+    }
+
+    /// A page of the account's checks that pass `filter`, oldest first. With a name
+    /// filter, names are matched in Rust (Unicode lower case; SQLite's `lower` only
+    /// folds ASCII): the matching ids are found first, then only their page is read.
+    pub async fn list_checks_matching(
+        &self,
+        account_id: Uuid,
+        filter: &CheckFilter,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<CheckRecord>, StoreError> {
+        let check_type = filter.check_type.map(CheckType::as_str);
+        let tags = if filter.tags_any.is_empty() {
+            None
+        } else {
+            Some(rows::to_json(&filter.tags_any, "checks")?)
+        };
+        const WHERE: &str = "account_id = ?1
+              AND (?2 IS NULL OR check_type = ?2)
+              AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(checks.tags) t
+                                          WHERE t.value IN (SELECT value FROM json_each(?3))))";
+        let Some(needle) = filter.name_contains.as_deref().map(str::to_lowercase) else {
+            let found = sqlx::query(&format!(
+                "SELECT {COLUMNS} FROM checks WHERE {WHERE}
+                  ORDER BY created_at, id LIMIT ?4 OFFSET ?5"
+            ))
+            .bind(account_id.to_string())
+            .bind(check_type)
+            .bind(tags)
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(self.reader())
+            .await?;
+            return found.iter().map(check_from_row).collect();
+        };
+        let names = sqlx::query(&format!(
+            "SELECT id, name FROM checks WHERE {WHERE} ORDER BY created_at, id"
+        ))
+        .bind(account_id.to_string())
+        .bind(check_type)
+        .bind(tags)
+        .fetch_all(self.reader())
+        .await?;
+        let mut ids = Vec::new();
+        for r in &names {
+            let name: String = r.try_get("name")?;
+            if name.to_lowercase().contains(&needle) {
+                ids.push(r.try_get::<String, _>("id")?);
+            }
+        }
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(limit).unwrap_or(0);
+        let page: Vec<String> = ids.into_iter().skip(skip).take(take).collect();
+        if page.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM checks
+              WHERE account_id = ? AND id IN (SELECT value FROM json_each(?))
+              ORDER BY created_at, id"
+        ))
+        .bind(account_id.to_string())
+        .bind(rows::to_json(&page, "checks")?)
         .fetch_all(self.reader())
         .await?;
         found.iter().map(check_from_row).collect()

@@ -85,7 +85,8 @@ fn result_row(
         "leaseId": lease_id.map(|l| l.to_string()),
         "locationId": job.location_id,
         "runLocation": job.run_location,
-        "checkType": result.check_type.as_str(),
+        // The stored check's type, whatever the agent's result says.
+        "checkType": job.check_type,
         "name": job.name,
         "status": status_name(result.status),
         "hasErrors": result.has_errors,
@@ -120,6 +121,8 @@ struct JobState {
     location_id: String,
     run_location: String,
     name: String,
+    /// The session's (so the stored check's) type.
+    check_type: String,
     expiries: i64,
 }
 
@@ -133,6 +136,7 @@ impl JobState {
             location_id: r.try_get("location_id")?,
             run_location: r.try_get("run_location")?,
             name: r.try_get("name")?,
+            check_type: r.try_get("check_type")?,
             expiries: r.try_get("expiries")?,
         })
     }
@@ -342,7 +346,7 @@ impl Store {
         let found = sqlx::query(
             "SELECT x.key AS idx, j.id AS job_id, j.state, j.lease_id, j.lease_expires_at,
                     j.location_id, j.session_id, j.check_id, j.account_id, j.run_location,
-                    j.expiries, s.name, CAST(j.payload->>'maxResponseTime' AS REAL) AS max_rt,
+                    j.expiries, s.name, s.check_type, CAST(j.payload->>'maxResponseTime' AS REAL) AS max_rt,
                     r.lease_id AS done_lease, r.location_id AS done_location
                FROM json_each(?) x
                LEFT JOIN jobs j ON j.id = x.value->>'jobId'
@@ -480,8 +484,7 @@ impl Store {
         for r in &stale {
             let mut job = JobState::from_row(r)?;
             let state: i64 = r.try_get("state")?;
-            let check_type: String = r.try_get("check_type")?;
-            let check_type = parse_check_type(&check_type, "check_sessions")?;
+            let check_type = parse_check_type(&job.check_type, "check_sessions")?;
             let created_at: i64 = r.try_get("created_at")?;
             let message = if state == LEASED {
                 job.expiries += 1;

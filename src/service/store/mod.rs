@@ -17,7 +17,7 @@ mod sessions;
 
 pub use accounts::{Account, ApiKeyInfo};
 pub use artifacts::{ArtifactRecord, ArtifactTarget};
-pub use checks::{CheckRecord, CheckWrite, ScheduleWrite};
+pub use checks::{CheckFilter, CheckRecord, CheckWrite, ScheduleWrite};
 pub use jobs::{LeaseGrant, MAX_LEASE_BATCH, MAX_SUBMIT_BATCH, ReapReport, SubmitReport};
 pub use locations::{
     LocationAuth, LocationKeyInfo, MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, valid_slug,

@@ -1,0 +1,200 @@
+//! The check types the public API creates through `/v1/checks/<segment>`, with the
+//! defaults of their reference create schemas (`ChecksV1<Type>Create`). Adding a type
+//! to the API is one entry of [`CHECK_KINDS`]; whether it is accepted is then decided
+//! by `CheckSpec::from_document` alone.
+
+use serde_json::{Map, Value, json};
+
+use crate::model::CheckType;
+
+/// A default value, spelled so that the table can be a constant.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DefaultValue {
+    Bool(bool),
+    Number(i64),
+    Str(&'static str),
+    Null,
+    EmptyList,
+}
+
+impl DefaultValue {
+    pub fn to_value(self) -> Value {
+        match self {
+            DefaultValue::Bool(b) => Value::Bool(b),
+            DefaultValue::Number(n) => json!(n),
+            DefaultValue::Str(s) => json!(s),
+            DefaultValue::Null => Value::Null,
+            DefaultValue::EmptyList => json!([]),
+        }
+    }
+}
+
+/// One check type of the public API.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckKind {
+    /// Route segment: `POST /v1/checks/<segment>`, `PUT /v1/checks/<segment>/{id}`.
+    pub segment: &'static str,
+    pub check_type: CheckType,
+    /// Top-level fields of this type filled in when absent.
+    pub defaults: &'static [(&'static str, DefaultValue)],
+    /// Fields of `request` filled in when absent.
+    pub request_defaults: &'static [(&'static str, DefaultValue)],
+    /// Fields of every `request.assertions[]` item filled in when absent.
+    pub assertion_defaults: &'static [(&'static str, DefaultValue)],
+}
+
+use DefaultValue::{Bool, EmptyList, Null, Number, Str};
+
+/// Assertion defaults of the reference (`property`, `target`, and `regex` where the
+/// type's assertion schema has one).
+const ASSERTION_DEFAULTS: &[(&str, DefaultValue)] = &[
+    ("property", Str("")),
+    ("target", Str("")),
+    ("regex", Str("")),
+];
+
+/// Every check type the public API creates, with its reference defaults.
+pub const CHECK_KINDS: &[CheckKind] = &[
+    CheckKind {
+        segment: "url",
+        check_type: CheckType::Url,
+        defaults: &[
+            ("degradedResponseTime", Number(3000)),
+            ("maxResponseTime", Number(5000)),
+        ],
+        request_defaults: &[
+            ("method", Str("GET")),
+            ("followRedirects", Bool(true)),
+            ("skipSSL", Bool(false)),
+            ("ipFamily", Str("IPv4")),
+            ("assertions", EmptyList),
+        ],
+        assertion_defaults: &[("property", Str("")), ("target", Str(""))],
+    },
+    CheckKind {
+        segment: "api",
+        check_type: CheckType::Api,
+        defaults: &[
+            ("degradedResponseTime", Number(5000)),
+            ("maxResponseTime", Number(20000)),
+        ],
+        request_defaults: &[
+            ("followRedirects", Bool(true)),
+            ("skipSSL", Bool(false)),
+            ("ipFamily", Str("IPv4")),
+            ("body", Str("")),
+            ("bodyType", Str("NONE")),
+            ("headers", EmptyList),
+            ("queryParameters", EmptyList),
+            ("assertions", EmptyList),
+        ],
+        assertion_defaults: ASSERTION_DEFAULTS,
+    },
+    CheckKind {
+        segment: "tcp",
+        check_type: CheckType::Tcp,
+        defaults: &[
+            ("degradedResponseTime", Number(3000)),
+            ("maxResponseTime", Number(5000)),
+        ],
+        request_defaults: &[
+            ("body", Null),
+            ("data", Null),
+            ("ipFamily", Str("IPv4")),
+            ("assertions", EmptyList),
+        ],
+        assertion_defaults: ASSERTION_DEFAULTS,
+    },
+    CheckKind {
+        segment: "dns",
+        check_type: CheckType::Dns,
+        defaults: &[
+            ("degradedResponseTime", Number(500)),
+            ("maxResponseTime", Number(1000)),
+        ],
+        request_defaults: &[("protocol", Str("UDP")), ("assertions", EmptyList)],
+        assertion_defaults: ASSERTION_DEFAULTS,
+    },
+    CheckKind {
+        segment: "icmp",
+        check_type: CheckType::Icmp,
+        defaults: &[
+            ("degradedResponseTime", Number(10000)),
+            ("maxResponseTime", Number(20000)),
+            ("degradedPacketLossThreshold", Number(10)),
+            ("maxPacketLossThreshold", Number(20)),
+        ],
+        request_defaults: &[
+            ("ipFamily", Str("IPv4")),
+            ("pingCount", Number(10)),
+            ("assertions", EmptyList),
+        ],
+        assertion_defaults: ASSERTION_DEFAULTS,
+    },
+];
+
+/// The table entry of a check type, if the public API creates that type.
+pub fn kind_of(check_type: CheckType) -> Option<&'static CheckKind> {
+    CHECK_KINDS.iter().find(|k| k.check_type == check_type)
+}
+
+/// Fills the defaults of `kind` into a check document: top-level fields, `request`
+/// fields (when `request` is an object) and assertion fields (of object items).
+/// Present values, including `null`, are kept; shapes are left to validation.
+pub fn fill_defaults(kind: &CheckKind, doc: &mut Map<String, Value>) {
+    insert_missing(doc, kind.defaults);
+    let Some(Value::Object(request)) = doc.get_mut("request") else {
+        return;
+    };
+    insert_missing(request, kind.request_defaults);
+    if let Some(Value::Array(items)) = request.get_mut("assertions") {
+        for item in items.iter_mut() {
+            if let Value::Object(a) = item {
+                insert_missing(a, kind.assertion_defaults);
+            }
+        }
+    }
+}
+
+fn insert_missing(map: &mut Map<String, Value>, defaults: &[(&str, DefaultValue)]) {
+    for (field, value) in defaults {
+        if !map.contains_key(*field) {
+            map.insert((*field).to_owned(), value.to_value());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_and_types_are_unique() {
+        for (i, a) in CHECK_KINDS.iter().enumerate() {
+            for b in &CHECK_KINDS[i + 1..] {
+                assert_ne!(a.segment, b.segment);
+                assert_ne!(a.check_type, b.check_type);
+            }
+            assert_eq!(kind_of(a.check_type).map(|k| k.segment), Some(a.segment));
+        }
+        assert!(kind_of(CheckType::Browser).is_none());
+    }
+
+    #[test]
+    fn defaults_fill_only_missing_fields() {
+        let Some(kind) = kind_of(CheckType::Dns) else {
+            panic!("no DNS kind")
+        };
+        let mut doc = json!({"maxResponseTime": null, "request": {"protocol": "TCP",
+            "assertions": [{"source": "RESPONSE_CODE"}, 5]}});
+        let Value::Object(map) = &mut doc else {
+            panic!("not an object")
+        };
+        fill_defaults(kind, map);
+        assert_eq!(doc["degradedResponseTime"], 500);
+        assert_eq!(doc["maxResponseTime"], Value::Null);
+        assert_eq!(doc["request"]["protocol"], "TCP");
+        assert_eq!(doc["request"]["assertions"][0]["target"], "");
+        assert_eq!(doc["request"]["assertions"][1], 5);
+    }
+}
