@@ -144,10 +144,7 @@ fn open_client(family: IpFamily) -> Result<Client, FetchError> {
         }
         Err(e) => Err(FetchError::new(
             ErrorKind::Connect,
-            format!(
-                "cannot open an {} ICMP socket: {e}",
-                family_name(family)
-            ),
+            format!("cannot open an {} ICMP socket: {e}", family_name(family)),
         )),
     }
 }
@@ -332,15 +329,12 @@ fn judge(
         .map(|a| evaluate(a, summary, &doc))
         .collect();
     let loss = summary.packet_loss;
-    let above = |value: Option<f64>, limit: Option<f64>| {
-        matches!((value, limit), (Some(v), Some(l)) if v > l)
-    };
     let failed = summary.packets_received == 0
         || assertions.iter().any(|a| !a.passed)
-        || above(Some(loss), spec.max_packet_loss_threshold)
-        || above(avg, spec.max_response_time);
-    let degraded = above(Some(loss), spec.degraded_packet_loss_threshold)
-        || above(avg, spec.degraded_response_time);
+        || exceeds(Some(loss), spec.max_packet_loss_threshold)
+        || exceeds(avg, spec.max_response_time);
+    let degraded = exceeds(Some(loss), spec.degraded_packet_loss_threshold)
+        || exceeds(avg, spec.degraded_response_time);
     let mut result = RunResult::new(
         CheckType::Icmp,
         started_at,
@@ -352,6 +346,11 @@ fn judge(
     );
     result.assertions = assertions;
     result
+}
+
+/// Whether both are known and `value` is above `limit`.
+fn exceeds(value: Option<f64>, limit: Option<f64>) -> bool {
+    matches!((value, limit), (Some(v), Some(l)) if v > l)
 }
 
 /// Resolves, opens the client and sends every request, leaving the summary in `out`.
@@ -416,7 +415,10 @@ async fn ping_all(
     match first_send_error {
         Some(e) if send_errors == count => Err(FetchError::new(
             ErrorKind::Connect,
-            format!("cannot send ICMP echo requests to {ip}: {}", describe_send_error(&e)),
+            format!(
+                "cannot send ICMP echo requests to {ip}: {}",
+                describe_send_error(&e)
+            ),
         )),
         _ => Ok(()),
     }
@@ -511,10 +513,9 @@ fn evaluate(a: &Assertion, summary: &IcmpSummary, doc: &Value) -> AssertionResul
             };
             assert::evaluate(a, Actual::Text(Cow::Owned(value.to_string())))
         }
-        AssertionSource::PacketLoss => assert::evaluate(
-            a,
-            Actual::Text(Cow::Owned(summary.packet_loss.to_string())),
-        ),
+        AssertionSource::PacketLoss => {
+            assert::evaluate(a, Actual::Text(Cow::Owned(summary.packet_loss.to_string())))
+        }
         AssertionSource::JsonResponse => {
             let Ok(path) = JsonPath::parse(&a.property) else {
                 return assert::outcome(a, None, false);
@@ -546,7 +547,10 @@ mod tests {
         // Population standard deviation: sqrt(1.25).
         assert_eq!(s.std_dev, 1.118);
         let one = latency_stats(&[0.0425]).unwrap();
-        assert_eq!((one.avg, one.min, one.max, one.std_dev), (0.043, 0.043, 0.043, 0.0));
+        assert_eq!(
+            (one.avg, one.min, one.max, one.std_dev),
+            (0.043, 0.043, 0.043, 0.0)
+        );
         assert_eq!(latency_stats(&[]), None);
     }
 
@@ -562,11 +566,20 @@ mod tests {
     #[test]
     fn packet_timeout_follows_max_response_time_within_bounds() {
         let limit = Duration::from_secs(30);
-        assert_eq!(packet_timeout(Some(2500.0), 10, limit), Duration::from_millis(2500));
-        assert_eq!(packet_timeout(Some(20_000.0), 10, limit), MAX_PACKET_TIMEOUT);
+        assert_eq!(
+            packet_timeout(Some(2500.0), 10, limit),
+            Duration::from_millis(2500)
+        );
+        assert_eq!(
+            packet_timeout(Some(20_000.0), 10, limit),
+            MAX_PACKET_TIMEOUT
+        );
         assert_eq!(packet_timeout(None, 10, limit), MAX_PACKET_TIMEOUT);
         assert_eq!(packet_timeout(Some(0.0), 10, limit), MIN_PACKET_TIMEOUT);
-        assert_eq!(packet_timeout(Some(f64::NAN), 10, limit), MAX_PACKET_TIMEOUT);
+        assert_eq!(
+            packet_timeout(Some(f64::NAN), 10, limit),
+            MAX_PACKET_TIMEOUT
+        );
         assert_eq!(packet_timeout(Some(-5.0), 10, limit), MAX_PACKET_TIMEOUT);
         // 50 requests take 4.9 s to send; all of them fit in the run's limit.
         let short = Duration::from_secs(6);
@@ -624,11 +637,23 @@ mod tests {
             (assertion(S::Latency, "median", C::Equals, "2"), false),
             (assertion(S::PacketLoss, "", C::LessThan, "30"), true),
             (assertion(S::PacketLoss, "", C::Equals, "0"), false),
-            (assertion(S::JsonResponse, "$.packetsReceived", C::Equals, "3"), true),
+            (
+                assertion(S::JsonResponse, "$.packetsReceived", C::Equals, "3"),
+                true,
+            ),
             (assertion(S::JsonResponse, "$.rtts[1]", C::IsNull, ""), true),
-            (assertion(S::JsonResponse, "$.latency.max", C::GreaterThan, "5"), false),
-            (assertion(S::JsonResponse, "$.address", C::Contains, "192.0.2"), true),
-            (assertion(S::JsonResponse, "$.nothing", C::NotNull, ""), false),
+            (
+                assertion(S::JsonResponse, "$.latency.max", C::GreaterThan, "5"),
+                false,
+            ),
+            (
+                assertion(S::JsonResponse, "$.address", C::Contains, "192.0.2"),
+                true,
+            ),
+            (
+                assertion(S::JsonResponse, "$.nothing", C::NotNull, ""),
+                false,
+            ),
             (assertion(S::ResponseTime, "", C::LessThan, "5"), false),
         ];
         for (a, expected) in cases {
@@ -638,8 +663,64 @@ mod tests {
         // Without replies there is no latency to compare.
         let none = summary(None, 100.0);
         let doc = serde_json::to_value(&none).unwrap();
-        let r = evaluate(&assertion(S::Latency, "avg", C::LessThan, "100"), &none, &doc);
+        let r = evaluate(
+            &assertion(S::Latency, "avg", C::LessThan, "100"),
+            &none,
+            &doc,
+        );
         assert!(!r.passed && r.actual.is_none());
+    }
+
+    #[test]
+    fn thresholds_on_loss_and_average_latency() {
+        let spec = |doc: Value| {
+            let mut d = serde_json::json!({"checkType": "ICMP", "request": {"hostname": "h.test"}});
+            for (k, v) in doc.as_object().unwrap() {
+                d[k] = v.clone();
+            }
+            match crate::model::CheckSpec::from_document(&d).unwrap() {
+                crate::model::CheckSpec::Icmp(m) => m,
+                other => panic!("{other:?}"),
+            }
+        };
+        let verdict = |m: &IcmpMonitorSpec, s: &IcmpSummary| {
+            let r = judge(m, s, Utc::now(), Utc::now());
+            (r.has_failures, r.is_degraded, r.response_time)
+        };
+        let stats = latency_stats(&[10.0, 20.0]);
+        let defaults = spec(serde_json::json!({}));
+        assert_eq!(
+            verdict(&defaults, &summary(stats, 0.0)),
+            (false, false, Some(15.0))
+        );
+        assert_eq!(
+            verdict(&defaults, &summary(stats, 10.0)),
+            (false, false, Some(15.0))
+        );
+        assert_eq!(
+            verdict(&defaults, &summary(stats, 15.0)),
+            (false, true, Some(15.0))
+        );
+        assert_eq!(
+            verdict(&defaults, &summary(stats, 25.0)),
+            (true, true, Some(15.0))
+        );
+        let slow = spec(serde_json::json!({"degradedResponseTime": 12, "maxResponseTime": 14}));
+        assert_eq!(
+            verdict(&slow, &summary(stats, 0.0)),
+            (true, true, Some(15.0))
+        );
+        let unlimited = spec(serde_json::json!({"degradedResponseTime": null,
+            "maxResponseTime": null, "degradedPacketLossThreshold": null,
+            "maxPacketLossThreshold": 100}));
+        assert_eq!(
+            verdict(&unlimited, &summary(stats, 50.0)),
+            (false, false, Some(15.0))
+        );
+        // Nothing came back: failed whatever the thresholds say.
+        let mut lost = summary(None, 100.0);
+        lost.packets_received = 0;
+        assert_eq!(verdict(&unlimited, &lost), (true, false, None));
     }
 
     #[test]

@@ -1624,7 +1624,10 @@ fn precheck_icmp(doc: &serde_json::Value) -> Result<(), ValidationError> {
     for key in ["degradedPacketLossThreshold", "maxPacketLossThreshold"] {
         precheck_field::<Option<f64>>(doc, key, "")?;
     }
-    if request.get("hostname").is_none_or(serde_json::Value::is_null) {
+    if request
+        .get("hostname")
+        .is_none_or(serde_json::Value::is_null)
+    {
         return Err(ValidationError::new("request.hostname", "is required"));
     }
     precheck_field::<String>(request, "hostname", "request")?;
@@ -1633,7 +1636,10 @@ fn precheck_icmp(doc: &serde_json::Value) -> Result<(), ValidationError> {
         deserialize_ping_count(count)
             .map_err(|e| ValidationError::new("request.pingCount", e.to_string()))?;
     }
-    if request.get("assertions").is_some_and(serde_json::Value::is_null) {
+    if request
+        .get("assertions")
+        .is_some_and(serde_json::Value::is_null)
+    {
         return Ok(());
     }
     precheck_assertions(request)
@@ -2182,5 +2188,182 @@ mod tests {
             let again = CheckSpec::from_document(&serde_json::to_value(&spec).unwrap()).unwrap();
             assert_eq!(spec, again);
         }
+    }
+
+    #[test]
+    fn icmp_monitor_parses_with_defaults() {
+        let doc = json!({"checkType": "ICMP", "name": "x", "request": {"hostname": "h.test"}});
+        let Ok(CheckSpec::Icmp(m)) = CheckSpec::from_document(&doc) else {
+            panic!("not an ICMP monitor")
+        };
+        assert_eq!(m.request.host(), "h.test");
+        assert_eq!(m.request.family(), IpFamily::IPv4);
+        assert_eq!(m.request.count(), DEFAULT_PING_COUNT);
+        assert!(m.request.assertions.is_empty());
+        assert_eq!(m.degraded_response_time, Some(10_000.0));
+        assert_eq!(m.max_response_time, Some(20_000.0));
+        assert_eq!(m.degraded_packet_loss_threshold, Some(10.0));
+        assert_eq!(m.max_packet_loss_threshold, Some(20.0));
+        assert_eq!(CheckSpec::Icmp(m).check_type(), CheckType::Icmp);
+
+        // An IPv6 address (bracketed or not) is pinged over IPv6 unless told otherwise.
+        for host in ["::1", "[2001:db8::1]"] {
+            let doc = json!({"checkType": "ICMP", "request": {"hostname": host,
+                "pingCount": 3.0, "ipFamily": null, "assertions": null},
+                "maxPacketLossThreshold": null});
+            let Ok(CheckSpec::Icmp(m)) = CheckSpec::from_document(&doc) else {
+                panic!("{host} rejected")
+            };
+            assert_eq!(m.request.family(), IpFamily::IPv6);
+            assert_eq!(m.request.count(), 3);
+            assert!(!m.request.host().starts_with('['));
+            assert_eq!(m.max_packet_loss_threshold, None);
+        }
+        let doc = json!({"checkType": "ICMP", "request": {"hostname": "h.test",
+            "ipFamily": "IPv6", "pingCount": 50, "assertions": [
+            {"source": "LATENCY", "property": "stdDev", "comparison": "LESS_THAN", "target": "5"},
+            {"source": "PACKET_LOSS", "comparison": "EQUALS", "target": "0"},
+            {"source": "JSON_RESPONSE", "property": "$.latency.max", "comparison": "NOT_NULL",
+             "regex": "(\\d+)"}]},
+            "degradedPacketLossThreshold": 100, "maxPacketLossThreshold": 100});
+        let Ok(CheckSpec::Icmp(m)) = CheckSpec::from_document(&doc) else {
+            panic!("rejected")
+        };
+        assert_eq!(m.request.family(), IpFamily::IPv6);
+        assert_eq!(m.request.count(), 50);
+        assert_eq!(m.request.assertions.len(), 3);
+    }
+
+    #[test]
+    fn icmp_errors_name_the_field() {
+        let req = |extra: serde_json::Value| {
+            let mut r = json!({"hostname": "127.0.0.1"});
+            for (k, v) in extra.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            json!({"checkType": "ICMP", "request": r})
+        };
+        let top = |extra: serde_json::Value| {
+            let mut d = json!({"checkType": "ICMP", "request": {"hostname": "h.test"}});
+            for (k, v) in extra.as_object().unwrap() {
+                d[k] = v.clone();
+            }
+            d
+        };
+        let one = |a: serde_json::Value| req(json!({"assertions": [a]}));
+        let cases = [
+            (json!({"checkType": "ICMP"}), "request"),
+            (
+                json!({"checkType": "ICMP", "request": {}}),
+                "request.hostname",
+            ),
+            (req(json!({"hostname": ""})), "request.hostname"),
+            (req(json!({"hostname": 5})), "request.hostname"),
+            (req(json!({"hostname": "bad host"})), "request.hostname"),
+            (
+                req(json!({"hostname": "a".repeat(MAX_ICMP_HOST_LEN + 1)})),
+                "request.hostname",
+            ),
+            (req(json!({"ipFamily": "IPv5"})), "request.ipFamily"),
+            (req(json!({"ipFamily": "IPv6"})), "request.ipFamily"),
+            (
+                req(json!({"hostname": "::1", "ipFamily": "IPv4"})),
+                "request.ipFamily",
+            ),
+            (req(json!({"pingCount": 0})), "request.pingCount"),
+            (req(json!({"pingCount": 51})), "request.pingCount"),
+            (req(json!({"pingCount": 2.5})), "request.pingCount"),
+            (req(json!({"pingCount": -1})), "request.pingCount"),
+            (req(json!({"pingCount": "3"})), "request.pingCount"),
+            (req(json!({"assertions": {}})), "request.assertions"),
+            (
+                one(json!({"source": "STATUS_CODE", "comparison": "EQUALS", "target": "200"})),
+                "request.assertions[0].source",
+            ),
+            (
+                one(json!({"source": "NOPE", "comparison": "EQUALS"})),
+                "request.assertions[0].source",
+            ),
+            (
+                one(
+                    json!({"source": "LATENCY", "property": "median", "comparison": "EQUALS",
+                    "target": "1"}),
+                ),
+                "request.assertions[0].property",
+            ),
+            (
+                one(json!({"source": "LATENCY", "comparison": "CONTAINS", "target": "1"})),
+                "request.assertions[0].comparison",
+            ),
+            (
+                one(json!({"source": "LATENCY", "comparison": "LESS_THAN", "target": "fast"})),
+                "request.assertions[0].target",
+            ),
+            (
+                one(json!({"source": "PACKET_LOSS", "comparison": "LESS_THAN", "target": "x"})),
+                "request.assertions[0].target",
+            ),
+            (
+                one(
+                    json!({"source": "PACKET_LOSS", "comparison": "LESS_THAN", "target": "1",
+                    "regex": "(.*)"}),
+                ),
+                "request.assertions[0].regex",
+            ),
+            (
+                one(json!({"source": "JSON_RESPONSE", "property": "$[?(@.a)]",
+                    "comparison": "EQUALS"})),
+                "request.assertions[0].property",
+            ),
+            (
+                one(json!({"source": "JSON_RESPONSE", "property": "$.rtts",
+                    "comparison": "HAS_VALUE", "target": "1"})),
+                "request.assertions[0].comparison",
+            ),
+            (
+                one(json!({"source": "JSON_RESPONSE", "comparison": "EQUALS",
+                    "regex": "(open"})),
+                "request.assertions[0].regex",
+            ),
+            (top(json!({"maxResponseTime": 300_001})), "maxResponseTime"),
+            (
+                top(json!({"degradedResponseTime": "slow"})),
+                "degradedResponseTime",
+            ),
+            (
+                top(json!({"degradedResponseTime": 3000, "maxResponseTime": 2000})),
+                "degradedResponseTime",
+            ),
+            (
+                top(json!({"degradedPacketLossThreshold": 0})),
+                "degradedPacketLossThreshold",
+            ),
+            (
+                top(json!({"maxPacketLossThreshold": 100.5})),
+                "maxPacketLossThreshold",
+            ),
+            (
+                top(json!({"maxPacketLossThreshold": "lots"})),
+                "maxPacketLossThreshold",
+            ),
+            (
+                top(json!({"degradedPacketLossThreshold": 30, "maxPacketLossThreshold": 20})),
+                "degradedPacketLossThreshold",
+            ),
+        ];
+        for (doc, field) in cases {
+            assert_eq!(field_of(doc.clone()), field, "{doc}");
+        }
+    }
+
+    #[test]
+    fn icmp_spec_survives_a_round_trip() {
+        let doc = json!({"checkType": "ICMP", "degradedPacketLossThreshold": 5,
+            "request": {"hostname": "[::1]", "pingCount": 4, "assertions": [
+            {"source": "JSON_RESPONSE", "property": "$.packetsReceived",
+             "comparison": "EQUALS", "target": "4"}]}});
+        let spec = CheckSpec::from_document(&doc).unwrap();
+        let again = CheckSpec::from_document(&serde_json::to_value(&spec).unwrap()).unwrap();
+        assert_eq!(spec, again);
     }
 }
