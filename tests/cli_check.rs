@@ -438,3 +438,64 @@ async fn an_invalid_api_definition_exits_2_naming_the_field() {
         assert!(stderr.contains(field), "{field} not named: {stderr}");
     }
 }
+
+// ---------------------------------------------------------------- ICMP monitors
+
+/// Pings 127.0.0.1 with the process's own privileges: root (as in CI) pings over a raw
+/// socket, anyone else where `net.ipv4.ping_group_range` admits their group; without
+/// either the result must say so (tests/icmp_executor.rs covers both cases for sure).
+#[tokio::test]
+async fn an_icmp_check_pings_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = json!({"checkType": "ICMP", "name": "ping", "request": {
+        "hostname": "127.0.0.1", "pingCount": 2,
+        "assertions": [{"source": "PACKET_LOSS", "comparison": "EQUALS", "target": "0"}]}});
+    let output = outpost_check(&write(&dir, "ping.json", &doc.to_string())).await;
+    let result = stdout_json(&output);
+    assert_eq!(result["checkType"], "ICMP");
+    if result["error"]["kind"] == "PERMISSION" {
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        let message = result["error"]["message"].as_str().unwrap();
+        assert!(message.contains("net.ipv4.ping_group_range"), "{message}");
+        assert!(message.contains("CAP_NET_RAW"), "{message}");
+        return;
+    }
+    assert_eq!(output.status.code(), Some(0), "{result}");
+    assert_eq!(result["status"], "PASSED");
+    assert_eq!(result["icmp"]["address"], "127.0.0.1");
+    assert_eq!(result["icmp"]["packetsSent"], 2);
+    assert_eq!(result["icmp"]["packetsReceived"], 2);
+    assert_eq!(result["responseTime"], result["icmp"]["latency"]["avg"]);
+    assert_eq!(result["assertions"][0]["passed"], true);
+}
+
+#[tokio::test]
+async fn an_invalid_icmp_definition_exits_2_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for (doc, field) in [
+        (
+            json!({"checkType": "ICMP", "request": {"hostname": "127.0.0.1", "pingCount": 51}}),
+            "request.pingCount",
+        ),
+        (
+            json!({"checkType": "ICMP", "request": {}}),
+            "request.hostname",
+        ),
+        (
+            json!({"checkType": "ICMP", "maxPacketLossThreshold": 0,
+                "request": {"hostname": "127.0.0.1"}}),
+            "maxPacketLossThreshold",
+        ),
+        (
+            json!({"checkType": "ICMP", "request": {"hostname": "127.0.0.1", "assertions": [
+                {"source": "LATENCY", "property": "p99", "comparison": "LESS_THAN",
+                 "target": "5"}]}}),
+            "request.assertions[0].property",
+        ),
+    ] {
+        let output = outpost_check(&write(&dir, "invalid-icmp.json", &doc.to_string())).await;
+        assert_eq!(output.status.code(), Some(2), "{doc}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(field), "{field} not named: {stderr}");
+    }
+}

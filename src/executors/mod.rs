@@ -6,6 +6,7 @@ pub mod assert;
 pub mod compare;
 pub mod dns;
 mod http_error;
+pub mod icmp;
 mod resolve;
 pub mod tcp;
 pub mod template;
@@ -33,6 +34,8 @@ pub struct ExecEnv {
     pub(crate) http: timed_http::HttpEnv,
     /// The system's name server, the default of DNS monitors.
     pub(crate) dns: dns::DnsEnv,
+    /// The ICMP sockets of ICMP monitors, opened on first use.
+    pub(crate) icmp: icmp::IcmpEnv,
     /// Replaces the per-type run-time limit when set (tests use a short one).
     pub(crate) run_timeout: Option<Duration>,
     /// TCP monitors resolve host names with the operating system's resolver
@@ -89,6 +92,7 @@ impl ExecEnv {
         Ok(ExecEnv {
             http: timed_http::HttpEnv::new(extra_ca)?,
             dns: dns::DnsEnv::from_system(),
+            icmp: icmp::IcmpEnv::new(),
             run_timeout: None,
             os_dns_resolver: false,
             secret_vars: Vec::new(),
@@ -160,6 +164,7 @@ pub async fn run_check(spec: &CheckSpec, env: &ExecEnv) -> RunResult {
             CheckSpec::Tcp(t) => t.run(env).await,
             CheckSpec::Dns(d) => d.run(env).await,
             CheckSpec::Api(a) => a.run(env).await,
+            CheckSpec::Icmp(i) => i.run(env).await,
         }
     };
     let mut result = match tokio::time::timeout(limit + Duration::from_secs(1), run).await {

@@ -105,6 +105,7 @@ pub enum CheckSpec {
     Tcp(TcpMonitorSpec),
     Dns(DnsMonitorSpec),
     Api(ApiCheckSpec),
+    Icmp(IcmpMonitorSpec),
 }
 
 impl CheckSpec {
@@ -114,6 +115,7 @@ impl CheckSpec {
             CheckSpec::Tcp(_) => CheckType::Tcp,
             CheckSpec::Dns(_) => CheckType::Dns,
             CheckSpec::Api(_) => CheckType::Api,
+            CheckSpec::Icmp(_) => CheckType::Icmp,
         }
     }
 
@@ -124,6 +126,7 @@ impl CheckSpec {
             CheckSpec::Tcp(spec) => spec.validate(),
             CheckSpec::Dns(spec) => spec.validate(),
             CheckSpec::Api(spec) => spec.validate(),
+            CheckSpec::Icmp(spec) => spec.validate(),
         }
     }
 
@@ -146,6 +149,10 @@ impl CheckSpec {
             Some(CheckType::Dns) => {
                 precheck_dns(doc)?;
                 CheckSpec::Dns(deserialize_naming_field(doc)?)
+            }
+            Some(CheckType::Icmp) => {
+                precheck_icmp(doc)?;
+                CheckSpec::Icmp(deserialize_naming_field(doc)?)
             }
             Some(other) => {
                 return Err(ValidationError::new(
@@ -704,7 +711,11 @@ pub enum AssertionSource {
     TextAnswer,
     JsonAnswer,
     Latency,
+    /// Percentage of echo requests without a reply (ICMP monitors; an extension of the
+    /// reference vocabulary).
     PacketLoss,
+    /// A JSON path over the ICMP summary of a run.
+    JsonResponse,
 }
 
 /// How an assertion compares actual and target.
@@ -1143,6 +1154,285 @@ impl DnsMonitorSpec {
     }
 }
 
+// ---------------------------------------------------------------- ICMP monitors
+
+/// Longest `request.hostname` of an ICMP monitor the reference API accepts.
+pub const MAX_ICMP_HOST_LEN: usize = 2048;
+/// Echo requests an ICMP monitor sends when `pingCount` is absent or null.
+pub const DEFAULT_PING_COUNT: u32 = 10;
+/// Most echo requests one run of an ICMP monitor may send.
+pub const MAX_PING_COUNT: u32 = 50;
+/// Largest response-time threshold of an ICMP monitor the reference API accepts.
+pub const MAX_ICMP_RESPONSE_TIME_LIMIT_MS: f64 = 300_000.0;
+/// The LATENCY statistics an assertion's `property` may name (an empty property is `avg`).
+pub const LATENCY_PROPERTIES: [&str; 4] = ["avg", "min", "max", "stdDev"];
+
+/// An ICMP monitor: `pingCount` echo requests to one host, judged by the average
+/// round-trip time, the packet loss and assertions on both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IcmpMonitorSpec {
+    pub request: IcmpRequest,
+    /// Average latency in milliseconds above which the run is DEGRADED.
+    #[serde(default = "default_icmp_degraded_ms")]
+    pub degraded_response_time: Option<f64>,
+    /// Average latency in milliseconds above which the run is FAILED.
+    #[serde(default = "default_icmp_max_ms")]
+    pub max_response_time: Option<f64>,
+    /// Packet loss in percent above which the run is DEGRADED.
+    #[serde(default = "default_degraded_packet_loss")]
+    pub degraded_packet_loss_threshold: Option<f64>,
+    /// Packet loss in percent above which the run is FAILED.
+    #[serde(default = "default_max_packet_loss")]
+    pub max_packet_loss_threshold: Option<f64>,
+}
+
+fn default_icmp_degraded_ms() -> Option<f64> {
+    Some(10_000.0)
+}
+fn default_icmp_max_ms() -> Option<f64> {
+    Some(20_000.0)
+}
+fn default_degraded_packet_loss() -> Option<f64> {
+    Some(10.0)
+}
+fn default_max_packet_loss() -> Option<f64> {
+    Some(20.0)
+}
+
+/// The request of an ICMP monitor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IcmpRequest {
+    /// A host name or an IP address (IPv6 with or without brackets).
+    pub hostname: String,
+    /// Absent or null: IPv4, or the family of an IP address in `hostname`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_family: Option<IpFamily>,
+    /// Absent or null: [`DEFAULT_PING_COUNT`].
+    #[serde(
+        default,
+        deserialize_with = "deserialize_ping_count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ping_count: Option<u32>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub assertions: Vec<Assertion>,
+}
+
+/// Reads `pingCount` given as a whole JSON number (`3` or `3.0`); the range is checked
+/// by validation so its message names the limits.
+fn deserialize_ping_count<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error;
+    match Option::<f64>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(n) if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) => {
+            Ok(Some(n as u32))
+        }
+        Some(n) => Err(D::Error::custom(format!(
+            "{n} is not a whole number between 1 and {MAX_PING_COUNT}"
+        ))),
+    }
+}
+
+impl IcmpRequest {
+    /// The host to ping, without brackets around an IPv6 address.
+    pub fn host(&self) -> &str {
+        unbracket(self.hostname.trim())
+    }
+
+    /// The address family pinged: `ipFamily`, else the family of an IP address in
+    /// `hostname`, else IPv4.
+    pub fn family(&self) -> IpFamily {
+        match (self.ip_family, self.host().parse::<std::net::IpAddr>()) {
+            (Some(family), _) => family,
+            (None, Ok(std::net::IpAddr::V6(_))) => IpFamily::IPv6,
+            (None, _) => IpFamily::IPv4,
+        }
+    }
+
+    /// Echo requests to send.
+    pub fn count(&self) -> u32 {
+        self.ping_count.unwrap_or(DEFAULT_PING_COUNT)
+    }
+
+    fn validate(&self, at: &str) -> Result<(), ValidationError> {
+        let host_field = format!("{at}.hostname");
+        if self.hostname.trim().is_empty() {
+            return Err(ValidationError::new(host_field, "is required"));
+        }
+        if self.hostname.len() > MAX_ICMP_HOST_LEN {
+            return Err(ValidationError::new(
+                host_field,
+                format!("must be at most {MAX_ICMP_HOST_LEN} characters"),
+            ));
+        }
+        validate_host(self.host(), &host_field)?;
+        match (self.ip_family, self.host().parse::<std::net::IpAddr>()) {
+            (Some(IpFamily::IPv4), Ok(std::net::IpAddr::V6(_))) => {
+                return Err(ValidationError::new(
+                    format!("{at}.ipFamily"),
+                    "is IPv4 but hostname is an IPv6 address",
+                ));
+            }
+            (Some(IpFamily::IPv6), Ok(std::net::IpAddr::V4(_))) => {
+                return Err(ValidationError::new(
+                    format!("{at}.ipFamily"),
+                    "is IPv6 but hostname is an IPv4 address",
+                ));
+            }
+            _ => {}
+        }
+        if !(1..=MAX_PING_COUNT).contains(&self.count()) {
+            return Err(ValidationError::new(
+                format!("{at}.pingCount"),
+                format!("must be between 1 and {MAX_PING_COUNT}"),
+            ));
+        }
+        validate_assertion_count(&self.assertions, at)?;
+        for (i, a) in self.assertions.iter().enumerate() {
+            validate_icmp_assertion(a, &format!("{at}.assertions[{i}]"))?;
+        }
+        Ok(())
+    }
+}
+
+/// LATENCY and PACKET_LOSS compare a number; JSON_RESPONSE reads the run's ICMP summary
+/// with a JSON path and may extract with a regex.
+fn validate_icmp_assertion(a: &Assertion, field: &str) -> Result<(), ValidationError> {
+    use AssertionSource as S;
+    use Comparison as C;
+    if a.target.len() > MAX_ASSERTION_EXPR_LEN {
+        return Err(ValidationError::new(
+            format!("{field}.target"),
+            format!("must be at most {MAX_ASSERTION_EXPR_LEN} characters"),
+        ));
+    }
+    match a.source {
+        S::Latency | S::PacketLoss => {
+            validate_no_regex(a, field)?;
+            if a.source == S::Latency
+                && !a.property.is_empty()
+                && !LATENCY_PROPERTIES
+                    .iter()
+                    .any(|p| p.eq_ignore_ascii_case(a.property.trim()))
+            {
+                return Err(ValidationError::new(
+                    format!("{field}.property"),
+                    format!("must be one of {}", LATENCY_PROPERTIES.join(", ")),
+                ));
+            }
+            if !matches!(
+                a.comparison,
+                C::Equals | C::NotEquals | C::LessThan | C::GreaterThan
+            ) {
+                return Err(ValidationError::new(
+                    format!("{field}.comparison"),
+                    "must be EQUALS, NOT_EQUALS, LESS_THAN or GREATER_THAN",
+                ));
+            }
+            if !a.target.trim().parse::<f64>().is_ok_and(f64::is_finite) {
+                let what = if a.source == S::Latency {
+                    "a number of milliseconds"
+                } else {
+                    "a percentage"
+                };
+                return Err(ValidationError::new(
+                    format!("{field}.target"),
+                    format!("must be {what}"),
+                ));
+            }
+        }
+        S::JsonResponse => {
+            if a.property.len() > MAX_PROPERTY_LEN {
+                return Err(ValidationError::new(
+                    format!("{field}.property"),
+                    format!("must be at most {MAX_PROPERTY_LEN} characters"),
+                ));
+            }
+            super::jsonpath::JsonPath::parse(&a.property)
+                .map_err(|e| ValidationError::new(format!("{field}.property"), e.to_string()))?;
+            if !matches!(
+                a.comparison,
+                C::Equals
+                    | C::NotEquals
+                    | C::IsEmpty
+                    | C::NotEmpty
+                    | C::GreaterThan
+                    | C::LessThan
+                    | C::Contains
+                    | C::NotContains
+                    | C::IsNull
+                    | C::NotNull
+            ) {
+                return Err(ValidationError::new(
+                    format!("{field}.comparison"),
+                    "must be EQUALS, NOT_EQUALS, IS_EMPTY, NOT_EMPTY, GREATER_THAN, LESS_THAN, \
+                     CONTAINS, NOT_CONTAINS, IS_NULL or NOT_NULL",
+                ));
+            }
+            if let Some(regex) = a.regex() {
+                if regex.len() > MAX_ASSERTION_EXPR_LEN {
+                    return Err(ValidationError::new(
+                        format!("{field}.regex"),
+                        format!("must be at most {MAX_ASSERTION_EXPR_LEN} characters"),
+                    ));
+                }
+                compile_regex(regex)
+                    .map_err(|e| ValidationError::new(format!("{field}.regex"), e))?;
+            }
+        }
+        _ => {
+            return Err(ValidationError::new(
+                format!("{field}.source"),
+                "ICMP monitors assert on LATENCY, PACKET_LOSS or JSON_RESPONSE",
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl IcmpMonitorSpec {
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        self.request.validate("request")?;
+        validate_thresholds(
+            self.degraded_response_time,
+            self.max_response_time,
+            MAX_ICMP_RESPONSE_TIME_LIMIT_MS,
+        )?;
+        for (field, value) in [
+            (
+                "degradedPacketLossThreshold",
+                self.degraded_packet_loss_threshold,
+            ),
+            ("maxPacketLossThreshold", self.max_packet_loss_threshold),
+        ] {
+            if let Some(v) = value
+                && !(v > 0.0 && v <= 100.0)
+            {
+                return Err(ValidationError::new(
+                    field,
+                    "must be a percentage above 0 and at most 100",
+                ));
+            }
+        }
+        if let (Some(d), Some(m)) = (
+            self.degraded_packet_loss_threshold,
+            self.max_packet_loss_threshold,
+        ) && d > m
+        {
+            return Err(ValidationError::new(
+                "degradedPacketLossThreshold",
+                "must not be greater than maxPacketLossThreshold",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Splits `host`, `ip`, `[v6]`, `host:port`, `ip:port` or `[v6]:port`.
 fn split_name_server(value: &str) -> Option<(String, Option<u16>)> {
     if value.is_empty() {
@@ -1325,6 +1615,33 @@ fn precheck_dns(doc: &serde_json::Value) -> Result<(), ValidationError> {
     precheck_field::<Option<String>>(request, "nameServer", "request")?;
     precheck_port(request)?;
     precheck_field::<DnsProtocol>(request, "protocol", "request")?;
+    precheck_assertions(request)
+}
+
+/// Like [`precheck_tcp`], for an ICMP check document.
+fn precheck_icmp(doc: &serde_json::Value) -> Result<(), ValidationError> {
+    let request = precheck_request(doc)?;
+    for key in ["degradedPacketLossThreshold", "maxPacketLossThreshold"] {
+        precheck_field::<Option<f64>>(doc, key, "")?;
+    }
+    if request
+        .get("hostname")
+        .is_none_or(serde_json::Value::is_null)
+    {
+        return Err(ValidationError::new("request.hostname", "is required"));
+    }
+    precheck_field::<String>(request, "hostname", "request")?;
+    precheck_field::<Option<IpFamily>>(request, "ipFamily", "request")?;
+    if let Some(count) = request.get("pingCount") {
+        deserialize_ping_count(count)
+            .map_err(|e| ValidationError::new("request.pingCount", e.to_string()))?;
+    }
+    if request
+        .get("assertions")
+        .is_some_and(serde_json::Value::is_null)
+    {
+        return Ok(());
+    }
     precheck_assertions(request)
 }
 
@@ -1871,5 +2188,182 @@ mod tests {
             let again = CheckSpec::from_document(&serde_json::to_value(&spec).unwrap()).unwrap();
             assert_eq!(spec, again);
         }
+    }
+
+    #[test]
+    fn icmp_monitor_parses_with_defaults() {
+        let doc = json!({"checkType": "ICMP", "name": "x", "request": {"hostname": "h.test"}});
+        let Ok(CheckSpec::Icmp(m)) = CheckSpec::from_document(&doc) else {
+            panic!("not an ICMP monitor")
+        };
+        assert_eq!(m.request.host(), "h.test");
+        assert_eq!(m.request.family(), IpFamily::IPv4);
+        assert_eq!(m.request.count(), DEFAULT_PING_COUNT);
+        assert!(m.request.assertions.is_empty());
+        assert_eq!(m.degraded_response_time, Some(10_000.0));
+        assert_eq!(m.max_response_time, Some(20_000.0));
+        assert_eq!(m.degraded_packet_loss_threshold, Some(10.0));
+        assert_eq!(m.max_packet_loss_threshold, Some(20.0));
+        assert_eq!(CheckSpec::Icmp(m).check_type(), CheckType::Icmp);
+
+        // An IPv6 address (bracketed or not) is pinged over IPv6 unless told otherwise.
+        for host in ["::1", "[2001:db8::1]"] {
+            let doc = json!({"checkType": "ICMP", "request": {"hostname": host,
+                "pingCount": 3.0, "ipFamily": null, "assertions": null},
+                "maxPacketLossThreshold": null});
+            let Ok(CheckSpec::Icmp(m)) = CheckSpec::from_document(&doc) else {
+                panic!("{host} rejected")
+            };
+            assert_eq!(m.request.family(), IpFamily::IPv6);
+            assert_eq!(m.request.count(), 3);
+            assert!(!m.request.host().starts_with('['));
+            assert_eq!(m.max_packet_loss_threshold, None);
+        }
+        let doc = json!({"checkType": "ICMP", "request": {"hostname": "h.test",
+            "ipFamily": "IPv6", "pingCount": 50, "assertions": [
+            {"source": "LATENCY", "property": "stdDev", "comparison": "LESS_THAN", "target": "5"},
+            {"source": "PACKET_LOSS", "comparison": "EQUALS", "target": "0"},
+            {"source": "JSON_RESPONSE", "property": "$.latency.max", "comparison": "NOT_NULL",
+             "regex": "(\\d+)"}]},
+            "degradedPacketLossThreshold": 100, "maxPacketLossThreshold": 100});
+        let Ok(CheckSpec::Icmp(m)) = CheckSpec::from_document(&doc) else {
+            panic!("rejected")
+        };
+        assert_eq!(m.request.family(), IpFamily::IPv6);
+        assert_eq!(m.request.count(), 50);
+        assert_eq!(m.request.assertions.len(), 3);
+    }
+
+    #[test]
+    fn icmp_errors_name_the_field() {
+        let req = |extra: serde_json::Value| {
+            let mut r = json!({"hostname": "127.0.0.1"});
+            for (k, v) in extra.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            json!({"checkType": "ICMP", "request": r})
+        };
+        let top = |extra: serde_json::Value| {
+            let mut d = json!({"checkType": "ICMP", "request": {"hostname": "h.test"}});
+            for (k, v) in extra.as_object().unwrap() {
+                d[k] = v.clone();
+            }
+            d
+        };
+        let one = |a: serde_json::Value| req(json!({"assertions": [a]}));
+        let cases = [
+            (json!({"checkType": "ICMP"}), "request"),
+            (
+                json!({"checkType": "ICMP", "request": {}}),
+                "request.hostname",
+            ),
+            (req(json!({"hostname": ""})), "request.hostname"),
+            (req(json!({"hostname": 5})), "request.hostname"),
+            (req(json!({"hostname": "bad host"})), "request.hostname"),
+            (
+                req(json!({"hostname": "a".repeat(MAX_ICMP_HOST_LEN + 1)})),
+                "request.hostname",
+            ),
+            (req(json!({"ipFamily": "IPv5"})), "request.ipFamily"),
+            (req(json!({"ipFamily": "IPv6"})), "request.ipFamily"),
+            (
+                req(json!({"hostname": "::1", "ipFamily": "IPv4"})),
+                "request.ipFamily",
+            ),
+            (req(json!({"pingCount": 0})), "request.pingCount"),
+            (req(json!({"pingCount": 51})), "request.pingCount"),
+            (req(json!({"pingCount": 2.5})), "request.pingCount"),
+            (req(json!({"pingCount": -1})), "request.pingCount"),
+            (req(json!({"pingCount": "3"})), "request.pingCount"),
+            (req(json!({"assertions": {}})), "request.assertions"),
+            (
+                one(json!({"source": "STATUS_CODE", "comparison": "EQUALS", "target": "200"})),
+                "request.assertions[0].source",
+            ),
+            (
+                one(json!({"source": "NOPE", "comparison": "EQUALS"})),
+                "request.assertions[0].source",
+            ),
+            (
+                one(
+                    json!({"source": "LATENCY", "property": "median", "comparison": "EQUALS",
+                    "target": "1"}),
+                ),
+                "request.assertions[0].property",
+            ),
+            (
+                one(json!({"source": "LATENCY", "comparison": "CONTAINS", "target": "1"})),
+                "request.assertions[0].comparison",
+            ),
+            (
+                one(json!({"source": "LATENCY", "comparison": "LESS_THAN", "target": "fast"})),
+                "request.assertions[0].target",
+            ),
+            (
+                one(json!({"source": "PACKET_LOSS", "comparison": "LESS_THAN", "target": "x"})),
+                "request.assertions[0].target",
+            ),
+            (
+                one(
+                    json!({"source": "PACKET_LOSS", "comparison": "LESS_THAN", "target": "1",
+                    "regex": "(.*)"}),
+                ),
+                "request.assertions[0].regex",
+            ),
+            (
+                one(json!({"source": "JSON_RESPONSE", "property": "$[?(@.a)]",
+                    "comparison": "EQUALS"})),
+                "request.assertions[0].property",
+            ),
+            (
+                one(json!({"source": "JSON_RESPONSE", "property": "$.rtts",
+                    "comparison": "HAS_VALUE", "target": "1"})),
+                "request.assertions[0].comparison",
+            ),
+            (
+                one(json!({"source": "JSON_RESPONSE", "comparison": "EQUALS",
+                    "regex": "(open"})),
+                "request.assertions[0].regex",
+            ),
+            (top(json!({"maxResponseTime": 300_001})), "maxResponseTime"),
+            (
+                top(json!({"degradedResponseTime": "slow"})),
+                "degradedResponseTime",
+            ),
+            (
+                top(json!({"degradedResponseTime": 3000, "maxResponseTime": 2000})),
+                "degradedResponseTime",
+            ),
+            (
+                top(json!({"degradedPacketLossThreshold": 0})),
+                "degradedPacketLossThreshold",
+            ),
+            (
+                top(json!({"maxPacketLossThreshold": 100.5})),
+                "maxPacketLossThreshold",
+            ),
+            (
+                top(json!({"maxPacketLossThreshold": "lots"})),
+                "maxPacketLossThreshold",
+            ),
+            (
+                top(json!({"degradedPacketLossThreshold": 30, "maxPacketLossThreshold": 20})),
+                "degradedPacketLossThreshold",
+            ),
+        ];
+        for (doc, field) in cases {
+            assert_eq!(field_of(doc.clone()), field, "{doc}");
+        }
+    }
+
+    #[test]
+    fn icmp_spec_survives_a_round_trip() {
+        let doc = json!({"checkType": "ICMP", "degradedPacketLossThreshold": 5,
+            "request": {"hostname": "[::1]", "pingCount": 4, "assertions": [
+            {"source": "JSON_RESPONSE", "property": "$.packetsReceived",
+             "comparison": "EQUALS", "target": "4"}]}});
+        let spec = CheckSpec::from_document(&doc).unwrap();
+        let again = CheckSpec::from_document(&serde_json::to_value(&spec).unwrap()).unwrap();
+        assert_eq!(spec, again);
     }
 }

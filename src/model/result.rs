@@ -46,6 +46,9 @@ pub struct RunResult {
     /// What a DNS monitor asked and was answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<DnsResponseSummary>,
+    /// What an ICMP monitor sent and got back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icmp: Option<IcmpSummary>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub assertions: Vec<AssertionResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,6 +86,7 @@ impl RunResult {
             response: None,
             tcp: None,
             dns: None,
+            icmp: None,
             assertions: Vec::new(),
             error,
         };
@@ -210,6 +214,49 @@ pub struct DnsResponseSummary {
     pub json_answer: serde_json::Value,
 }
 
+/// What an ICMP monitor sent and got back. It is also the document JSON_RESPONSE
+/// assertions read (e.g. `$.latency.max`, `$.packetsReceived`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IcmpSummary {
+    /// The host as the check names it.
+    pub hostname: String,
+    /// The IP address pinged, once resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Echo requests the run tried to send.
+    pub packets_sent: u32,
+    /// Echo replies received in time.
+    pub packets_received: u32,
+    /// Share of the requests without a reply, in percent (0 to 100).
+    pub packet_loss: f64,
+    /// Round-trip statistics of the replies; absent when none came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyStats>,
+    /// Round-trip time of each request in milliseconds, in the order sent; `null` for a
+    /// request without a reply.
+    #[serde(default)]
+    pub rtts: Vec<Option<f64>>,
+    /// Requests the operating system refused to send (counted as lost).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub send_errors: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Round-trip statistics in milliseconds; `stdDev` is the population standard deviation
+/// (what `ping` prints as `mdev`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LatencyStats {
+    pub avg: f64,
+    pub min: f64,
+    pub max: f64,
+    pub std_dev: f64,
+}
+
 /// The outcome of one assertion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -243,6 +290,8 @@ pub enum ErrorKind {
     InvalidJob,
     /// The run was stopped (shutdown past the grace period, cancel).
     Aborted,
+    /// The agent lacks a privilege the run needs (an ICMP socket it may not open).
+    Permission,
     Internal,
 }
 
