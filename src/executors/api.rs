@@ -46,7 +46,6 @@ use super::url::{
 };
 use super::{ExecEnv, Executor};
 use crate::model::check::check_http_url;
-use crate::model::jsonpath::{JsonPath, Selection};
 use crate::model::{
     ApiCheckSpec, Assertion, AssertionResult, AssertionSource, BodyType, CheckType, Comparison,
     ErrorKind, HttpMethod, HttpRequestSummary, RunResult,
@@ -517,17 +516,7 @@ impl<'a> ResponseView<'a> {
             // Not JSON: no JSON assertion can pass, not even a negative one.
             return assert::outcome(a, None, false);
         };
-        let Ok(path) = JsonPath::parse(&a.property) else {
-            return assert::outcome(a, None, false);
-        };
-        let actual = match path.select(&doc) {
-            Selection::Nothing => Actual::Missing,
-            Selection::One(v) => Actual::Json(Cow::Owned(v.into_owned())),
-            Selection::Many(vs) => Actual::Json(Cow::Owned(Value::Array(
-                vs.into_iter().map(Cow::into_owned).collect(),
-            ))),
-        };
-        assert::evaluate(a, actual)
+        assert::evaluate_json_path(a, &doc)
     }
 }
 

@@ -55,6 +55,23 @@ fn json_text(v: &Value) -> Cow<'_, str> {
     }
 }
 
+/// Evaluates `assertion` against what its JSON path (`property`) selects in `doc`; several
+/// matches form an array. A path outside the supported subset fails the assertion.
+pub fn evaluate_json_path(assertion: &Assertion, doc: &Value) -> AssertionResult {
+    let Ok(path) = crate::model::jsonpath::JsonPath::parse(&assertion.property) else {
+        return outcome(assertion, None, false);
+    };
+    use crate::model::jsonpath::Selection;
+    let actual = match path.select(doc) {
+        Selection::Nothing => Actual::Missing,
+        Selection::One(v) => Actual::Json(v),
+        Selection::Many(vs) => Actual::Json(Cow::Owned(Value::Array(
+            vs.into_iter().map(Cow::into_owned).collect(),
+        ))),
+    };
+    evaluate(assertion, actual)
+}
+
 /// Evaluates `assertion` against `actual`, applying the assertion's own regex.
 pub fn evaluate(assertion: &Assertion, actual: Actual<'_>) -> AssertionResult {
     evaluate_with_regex(assertion, actual, assertion.regex())

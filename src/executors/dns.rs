@@ -30,7 +30,7 @@ use hickory_resolver::proto::xfer::{DnsHandle, DnsRequestOptions, FirstAnswer, P
 use hickory_resolver::proto::{ProtoError, ProtoErrorKind};
 use serde_json::{Value, json};
 
-use super::compare::{JsonPath, compare, reported_actual};
+use super::assert::{self, Actual};
 use super::http_error::FetchError;
 use super::timed_http::millis;
 use super::{ExecEnv, Executor};
@@ -39,6 +39,7 @@ use crate::model::result::DnsResponseSummary;
 use crate::model::{
     Assertion, AssertionResult, AssertionSource, CheckType, ErrorKind, IpFamily, RunResult,
 };
+use std::borrow::Cow;
 
 /// Records of one section kept in the text and JSON answers.
 pub const MAX_RECORDS: usize = 100;
@@ -393,33 +394,26 @@ fn svcb_text(svcb: &SVCB) -> String {
 /// One assertion against the answer. An assertion that cannot be evaluated (a source
 /// DNS monitors do not have, a JSON path outside the supported subset) fails.
 fn evaluate(a: &Assertion, summary: &DnsResponseSummary, time: f64) -> AssertionResult {
-    let text = |s: &str| Some(Value::String(s.to_owned()));
-    let (actual, usable) = match a.source {
-        AssertionSource::ResponseTime => (Some(Value::from(time)), true),
-        AssertionSource::ResponseCode => (text(&summary.response_code), true),
-        AssertionSource::TextAnswer => (text(&summary.text_answer), true),
-        AssertionSource::JsonAnswer => match JsonPath::parse(&a.property) {
-            Ok(path) => (
-                path.find(&summary.json_answer).map(|v| v.into_owned()),
-                true,
-            ),
-            Err(_) => (None, false),
-        },
-        _ => (None, false),
-    };
-    // Response codes are names; `nxdomain` means NXDOMAIN.
-    let target = if a.source == AssertionSource::ResponseCode {
-        a.target.trim().to_ascii_uppercase()
-    } else {
-        a.target.clone()
-    };
-    AssertionResult {
-        source: a.source,
-        comparison: a.comparison,
-        property: a.property.clone(),
-        target: a.target.clone(),
-        actual: reported_actual(actual.as_ref()),
-        passed: usable && compare(a.comparison, actual.as_ref(), &target),
+    match a.source {
+        AssertionSource::ResponseTime => {
+            assert::evaluate(a, Actual::Text(Cow::Owned(time.to_string())))
+        }
+        AssertionSource::ResponseCode => {
+            // Response codes are names; `nxdomain` means NXDOMAIN.
+            let upper = Assertion {
+                target: a.target.trim().to_ascii_uppercase(),
+                ..a.clone()
+            };
+            let mut outcome =
+                assert::evaluate(&upper, Actual::Text(Cow::Borrowed(&summary.response_code)));
+            outcome.target = a.target.clone();
+            outcome
+        }
+        AssertionSource::TextAnswer => {
+            assert::evaluate(a, Actual::Text(Cow::Borrowed(&summary.text_answer)))
+        }
+        AssertionSource::JsonAnswer => assert::evaluate_json_path(a, &summary.json_answer),
+        _ => assert::outcome(a, None, false),
     }
 }
 

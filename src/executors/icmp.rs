@@ -49,7 +49,6 @@ use super::assert::{self, Actual};
 use super::http_error::FetchError;
 use super::{ExecEnv, Executor};
 use crate::model::check::{IcmpMonitorSpec, MAX_PING_COUNT};
-use crate::model::jsonpath::{JsonPath, Selection};
 use crate::model::result::{IcmpSummary, LatencyStats};
 use crate::model::{Assertion, AssertionResult, AssertionSource, CheckType, ErrorKind, IpFamily};
 use crate::model::{RunError, RunResult};
@@ -516,19 +515,7 @@ fn evaluate(a: &Assertion, summary: &IcmpSummary, doc: &Value) -> AssertionResul
         AssertionSource::PacketLoss => {
             assert::evaluate(a, Actual::Text(Cow::Owned(summary.packet_loss.to_string())))
         }
-        AssertionSource::JsonResponse => {
-            let Ok(path) = JsonPath::parse(&a.property) else {
-                return assert::outcome(a, None, false);
-            };
-            let actual = match path.select(doc) {
-                Selection::Nothing => Actual::Missing,
-                Selection::One(v) => Actual::Json(v),
-                Selection::Many(vs) => Actual::Json(Cow::Owned(Value::Array(
-                    vs.into_iter().map(Cow::into_owned).collect(),
-                ))),
-            };
-            assert::evaluate(a, actual)
-        }
+        AssertionSource::JsonResponse => assert::evaluate_json_path(a, doc),
         _ => assert::outcome(a, None, false),
     }
 }

@@ -3,7 +3,6 @@
 
 pub mod api;
 pub mod assert;
-pub mod compare;
 pub mod dns;
 mod http_error;
 pub mod icmp;

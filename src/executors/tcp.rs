@@ -33,11 +33,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::compare::{compare, reported_actual};
+use super::assert::{self, Actual};
 use super::http_error::FetchError;
 use super::resolve::AddressList;
 use super::timed_http::millis;
@@ -47,6 +46,7 @@ use crate::model::result::TcpResponseSummary;
 use crate::model::{
     AssertionResult, AssertionSource, CheckType, ErrorKind, IpFamily, RunResult, TimingPhases,
 };
+use std::borrow::Cow;
 
 /// Most bytes of a response kept; reading stops there.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
@@ -105,30 +105,20 @@ async fn run_tcp_monitor(spec: &TcpMonitorSpec, env: &ExecEnv) -> RunResult {
             let text = p
                 .received
                 .as_deref()
-                .map(|bytes| Value::String(String::from_utf8_lossy(bytes).into_owned()));
-            let time = Value::from(response_time);
+                .map(|bytes| String::from_utf8_lossy(bytes));
+            let time = response_time.to_string();
             let assertions: Vec<AssertionResult> = spec
                 .request
                 .assertions
                 .iter()
-                .map(|a| {
-                    let actual = match a.source {
-                        AssertionSource::ResponseData => text.as_ref(),
-                        AssertionSource::ResponseTime => Some(&time),
-                        _ => None,
-                    };
-                    let known = matches!(
-                        a.source,
-                        AssertionSource::ResponseData | AssertionSource::ResponseTime
-                    );
-                    AssertionResult {
-                        source: a.source,
-                        comparison: a.comparison,
-                        property: a.property.clone(),
-                        target: a.target.clone(),
-                        actual: reported_actual(actual),
-                        passed: known && compare(a.comparison, actual, &a.target),
+                .map(|a| match a.source {
+                    AssertionSource::ResponseData => {
+                        assert::evaluate(a, text.clone().map_or(Actual::Missing, Actual::Text))
                     }
+                    AssertionSource::ResponseTime => {
+                        assert::evaluate(a, Actual::Text(Cow::Borrowed(&time)))
+                    }
+                    _ => assert::outcome(a, None, false),
                 })
                 .collect();
             let failed = assertions.iter().any(|a| !a.passed)
