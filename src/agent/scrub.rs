@@ -39,6 +39,12 @@ impl Scrubber {
         out
     }
 
+    /// Overwrites the API key in binary `data` (an artifact) with `*` bytes of the same
+    /// length.
+    pub fn mask_bytes(&self, data: &mut [u8]) -> usize {
+        crate::scrub::mask_needles(self.needles.iter().map(String::as_bytes), data)
+    }
+
     /// Scrubs `text` in place.
     pub fn scrub_in_place(&self, text: &mut String) {
         if let Cow::Owned(clean) = self.scrub(text) {

@@ -193,7 +193,7 @@ async fn exchange(
     } else {
         format!("{host}:{port}")
     };
-    let family = request.ip_family;
+    let family = request.ip_family.unwrap_or_default();
 
     let addrs = match host.parse::<IpAddr>() {
         Ok(ip) => literal(ip, family)?,
