@@ -368,7 +368,7 @@ async fn follow(
     state: &mut RunState,
 ) -> Result<(), FetchError> {
     let opts = HopOptions {
-        family: spec.request.ip_family.unwrap_or_default(),
+        family: spec.request.ip_family,
         verify_tls: !spec.request.skip_ssl,
         max_body: MAX_READ_BODY_BYTES,
         keep_body: usize::try_from(MAX_READ_BODY_BYTES).unwrap_or(usize::MAX),

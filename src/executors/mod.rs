@@ -4,6 +4,7 @@
 pub mod api;
 pub mod assert;
 pub mod compare;
+mod connect;
 pub mod dns;
 mod http_error;
 mod resolve;

@@ -137,7 +137,7 @@ async fn follow(
     state: &mut RunState,
 ) -> Result<(), FetchError> {
     let opts = HopOptions {
-        family: spec.request.ip_family.unwrap_or_default(),
+        family: spec.request.ip_family,
         verify_tls: !spec.request.skip_ssl,
         max_body: timed_http::MAX_BODY_BYTES,
         keep_body: 0,
