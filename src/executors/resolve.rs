@@ -7,7 +7,7 @@
 //! Answers are cached for their TTL (at most [`MAX_POSITIVE_TTL`]), like a caching stub
 //! resolver would; the `dns` phase of a run is the time the lookup really took.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use hickory_resolver::config::{ResolverConfig, ResolverOpts};
@@ -66,6 +66,34 @@ impl SystemResolver {
         SystemResolver {
             resolver,
             config_error,
+        }
+    }
+
+    /// The name servers of the configuration (for diagnosing DNS failures).
+    pub(crate) fn name_servers(&self) -> Vec<SocketAddr> {
+        let mut out: Vec<SocketAddr> = Vec::new();
+        for ns in self.resolver.config().name_servers() {
+            if !out.contains(&ns.socket_addr) {
+                out.push(ns.socket_addr);
+            }
+        }
+        out
+    }
+
+    /// A resolver with the same configuration and no cache, so that a lookup really
+    /// asks the name servers (diagnostics re-run a failed lookup with it).
+    pub(crate) fn without_cache(&self) -> SystemResolver {
+        let mut opts = self.resolver.options().clone();
+        opts.cache_size = 0;
+        let resolver = TokioResolver::builder_with_config(
+            self.resolver.config().clone(),
+            TokioConnectionProvider::default(),
+        )
+        .with_options(opts)
+        .build();
+        SystemResolver {
+            resolver,
+            config_error: self.config_error.clone(),
         }
     }
 
@@ -259,11 +287,6 @@ impl AddressList {
         self.len == 0
     }
 
-    /// Whether `ip` is in the list.
-    pub(crate) fn contains(&self, ip: IpAddr) -> bool {
-        self.iter().any(|known| known == ip)
-    }
-
     pub(crate) fn iter(&self) -> impl Iterator<Item = IpAddr> + '_ {
         self.addrs[..self.len].iter().flatten().copied()
     }
@@ -271,7 +294,7 @@ impl AddressList {
 
 #[cfg(test)]
 mod tests {
-    use std::net::{Ipv4Addr, SocketAddr};
+    use std::net::Ipv4Addr;
 
     use hickory_resolver::config::NameServerConfig;
     use hickory_resolver::proto::op::{Message, MessageType, ResponseCode};
