@@ -181,6 +181,53 @@ fn api_checks_are_diagnosed_too() {
 }
 
 #[test]
+fn a_dns_failure_captures_the_lookup_and_traces_the_name_server() {
+    if !can_run("a_dns_failure_captures_the_lookup_and_traces_the_name_server") {
+        return;
+    }
+    let (host, _router) = topology();
+    // The only name server sits behind the router, where nothing answers.
+    host.set_etc_file(
+        "resolv.conf",
+        "nameserver 198.51.100.53\noptions timeout:1 attempts:1\n",
+    );
+    host.set_hosts("127.0.0.1 localhost\n");
+    let out = tempfile::tempdir().unwrap();
+    let artifacts = out.path().join("artifacts");
+    let artifacts_arg = artifacts.to_string_lossy().into_owned();
+    let (code, r) = check(
+        &host,
+        Path::new(bin()),
+        &[],
+        &json!({"checkType": "URL", "name": "dns", "request": {
+            "url": "http://service.example.test/"}}),
+        &["--artifacts-dir", &artifacts_arg],
+    );
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(r["error"]["kind"], "DNS", "{r:#}");
+    assert_eq!(r["diagnostics"]["available"], true, "{r:#}");
+    assert_eq!(r["diagnostics"]["target"], "198.51.100.53", "{r:#}");
+    let pcap = std::fs::read(artifacts.join("capture.pcap")).unwrap();
+    let mut reader = PcapReader::new(pcap.as_slice()).unwrap();
+    let mut queries = 0;
+    while let Some(packet) = reader.next_packet() {
+        let data = packet.unwrap().data;
+        // UDP to the name server's port 53.
+        if data.len() >= 24
+            && data[9] == 17
+            && data[16..20] == [198, 51, 100, 53]
+            && data[22..24] == 53u16.to_be_bytes()
+        {
+            queries += 1;
+        }
+    }
+    assert!(queries >= 1, "no DNS query in the capture");
+    let route: Value =
+        serde_json::from_slice(&std::fs::read(artifacts.join("traceroute.json")).unwrap()).unwrap();
+    assert_eq!(route["target"], "198.51.100.53", "{route:#}");
+}
+
+#[test]
 fn without_net_raw_the_result_says_diagnostics_were_unavailable() {
     if !can_run("without_net_raw_the_result_says_diagnostics_were_unavailable") {
         return;

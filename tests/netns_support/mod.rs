@@ -93,9 +93,15 @@ impl Netns {
     /// Makes `/etc/hosts` read `contents` for commands run in the namespace (`ip netns
     /// exec` bind-mounts `/etc/netns/<name>/hosts`).
     pub fn set_hosts(&self, contents: &str) {
+        self.set_etc_file("hosts", contents);
+    }
+
+    /// Makes `/etc/<name>` read `contents` for commands run in the namespace (e.g.
+    /// `resolv.conf`).
+    pub fn set_etc_file(&self, name: &str, contents: &str) {
         let dir = Path::new("/etc/netns").join(&self.name);
         std::fs::create_dir_all(&dir).expect("create /etc/netns/<ns>");
-        std::fs::write(dir.join("hosts"), contents).expect("write the hosts file");
+        std::fs::write(dir.join(name), contents).expect("write the file");
     }
 }
 
