@@ -48,6 +48,10 @@ enum Command {
     Check {
         /// Path of the check document: the body of `POST /v1/checks/<type>`.
         file: PathBuf,
+        /// Write the run's artifacts (packet capture, traceroute of a network failure)
+        /// into this directory; without it they are only listed in the result.
+        #[arg(long, value_name = "DIR")]
+        artifacts_dir: Option<PathBuf>,
     },
 }
 
@@ -113,7 +117,10 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Check { file } => run_check(&file).await,
+            Command::Check {
+                file,
+                artifacts_dir,
+            } => run_check(&file, artifacts_dir.as_deref()).await,
             command => match run_daemon(command).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -196,7 +203,7 @@ async fn run_up(args: UpArgs, shutdown: Shutdown) -> anyhow::Result<()> {
 /// Largest check document `outpost check` reads.
 const MAX_CHECK_FILE_BYTES: u64 = 1024 * 1024;
 
-async fn run_check(file: &std::path::Path) -> ExitCode {
+async fn run_check(file: &std::path::Path, artifacts_dir: Option<&std::path::Path>) -> ExitCode {
     let doc = match read_check_document(file).await {
         Ok(doc) => doc,
         Err(message) => {
@@ -218,7 +225,17 @@ async fn run_check(file: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = executors::run_check(&spec, &env).await;
+    let executors::RunOutput { result, artifacts } =
+        executors::run_check_with_artifacts(&spec, &env).await;
+    if let Some(dir) = artifacts_dir
+        && let Err(e) = write_artifacts(dir, &artifacts).await
+    {
+        eprintln!(
+            "error: cannot write the artifacts to {}: {e}",
+            dir.display()
+        );
+        return ExitCode::FAILURE;
+    }
     match serde_json::to_string_pretty(&result) {
         Ok(json) => println!("{json}"),
         Err(e) => {
@@ -231,6 +248,30 @@ async fn run_check(file: &std::path::Path) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// Writes each artifact as `dir/<name>` (names are plain file names, `[A-Za-z0-9._-]`).
+async fn write_artifacts(
+    dir: &std::path::Path,
+    artifacts: &[executors::netdiag::Artifact],
+) -> std::io::Result<()> {
+    tokio::fs::create_dir_all(dir).await?;
+    for artifact in artifacts {
+        let safe = !artifact.name.is_empty()
+            && !artifact.name.starts_with('.')
+            && artifact
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !safe {
+            return Err(std::io::Error::other(format!(
+                "refusing the artifact name {:?}",
+                artifact.name
+            )));
+        }
+        tokio::fs::write(dir.join(&artifact.name), &artifact.bytes).await?;
+    }
+    Ok(())
 }
 
 async fn read_check_document(file: &std::path::Path) -> Result<serde_json::Value, String> {

@@ -200,6 +200,13 @@ impl Scrubber {
         }
     }
 
+    /// Overwrites every secret form in binary `data` (a packet capture) with `*` bytes of
+    /// the same length, so lengths and offsets stay valid. Returns how many were masked.
+    /// A secret split across two packets is not found.
+    pub fn mask_bytes(&self, data: &mut [u8]) -> usize {
+        mask_needles(self.needles.iter().map(String::as_bytes), data)
+    }
+
     /// Scrubs every string and object key of a JSON value.
     pub fn scrub_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
@@ -264,6 +271,14 @@ impl Scrubber {
                 self.scrub_string(body);
             }
         }
+        if let Some(diagnostics) = &mut result.diagnostics
+            && let Some(reason) = &mut diagnostics.reason
+        {
+            self.scrub_string(reason);
+        }
+        for artifact in &mut result.artifacts {
+            self.scrub_string(&mut artifact.name);
+        }
         for assertion in &mut result.assertions {
             self.scrub_string(&mut assertion.property);
             self.scrub_string(&mut assertion.target);
@@ -297,6 +312,38 @@ fn partial_suffix(text: &str, needle: &str) -> Option<usize> {
         .filter(|&n| needle.is_char_boundary(n) && text.is_char_boundary(text.len() - n))
         .find(|&n| text.ends_with(&needle[..n]))
         .map(|n| text.len() - n)
+}
+
+/// Overwrites every occurrence of each needle in `data` with `*` bytes; returns the
+/// number of occurrences masked.
+pub fn mask_needles<'a, I>(needles: I, data: &mut [u8]) -> usize
+where
+    I: IntoIterator<Item = &'a [u8]>,
+{
+    let mut masked = 0;
+    for needle in needles {
+        let Some(&first) = needle.first() else {
+            continue;
+        };
+        let mut from = 0;
+        while from + needle.len() <= data.len() {
+            let Some(offset) = data[from..=data.len() - needle.len()]
+                .iter()
+                .position(|&b| b == first)
+            else {
+                break;
+            };
+            let at = from + offset;
+            if &data[at..at + needle.len()] == needle {
+                data[at..at + needle.len()].fill(b'*');
+                masked += 1;
+                from = at + needle.len();
+            } else {
+                from = at + 1;
+            }
+        }
+    }
+    masked
 }
 
 #[cfg(test)]
@@ -423,5 +470,18 @@ mod tests {
         let text = serde_json::to_string(&r).unwrap();
         assert!(!text.contains("tok"), "{text}");
         assert!(text.contains("x-*****"), "{text}");
+    }
+
+    #[test]
+    fn secrets_in_binary_data_are_masked_in_place() {
+        let s = Scrubber::new(["s3cr3t"]);
+        let mut data = b"\x00\x01GET /?k=s3cr3t HTTP/1.1\r\nx: s3cr3t\r\n\xff".to_vec();
+        let len = data.len();
+        assert_eq!(s.mask_bytes(&mut data), 2);
+        assert_eq!(data.len(), len);
+        assert!(!data.windows(6).any(|w| w == b"s3cr3t"));
+        assert!(data.windows(14).any(|w| w == b"k=****** HTTP/"));
+        let mut tail = b"xxs3cr".to_vec();
+        assert_eq!(s.mask_bytes(&mut tail), 0);
     }
 }

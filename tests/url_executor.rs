@@ -556,9 +556,15 @@ async fn ipv6_family_connects_over_ipv6() {
         let result = run(&url, json!({"ipFamily": "IPv6"})).await;
         assert_eq!(result.status, RunStatus::Passed, "{url}: {result:?}");
     }
-    // IPv4 (the default) cannot reach an IPv6 literal.
-    let result = run(&format!("http://[::1]:{port}/ok"), json!({})).await;
+    // A check pinned to IPv4 cannot reach an IPv6 literal; one that pins no family can.
+    let result = run(
+        &format!("http://[::1]:{port}/ok"),
+        json!({"ipFamily": "IPv4"}),
+    )
+    .await;
     assert_eq!(error_kind(&result), Some(ErrorKind::Dns));
+    let result = run(&format!("http://[::1]:{port}/ok"), json!({})).await;
+    assert_eq!(result.status, RunStatus::Passed, "{result:?}");
 }
 
 #[tokio::test]
@@ -585,6 +591,9 @@ async fn ip_family_selects_the_address_family() {
     )
     .await;
     assert_eq!(error_kind(&result), Some(ErrorKind::Dns));
+    // No family pinned: ::1 comes first and refuses, then 127.0.0.1 answers.
+    let result = run(&format!("http://localhost:{port}/ok"), json!({})).await;
+    assert_eq!(result.status, RunStatus::Passed, "{result:?}");
 }
 
 #[tokio::test]

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, HeaderValue};
+use bytes::Bytes;
+use reqwest::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -13,8 +14,9 @@ use super::config::AgentConfig;
 use super::scrub::Scrubber;
 use super::state::AgentState;
 use crate::protocol::{
-    HelloRequest, HelloResponse, LeaseRequest, LeaseResponse, MAX_AGENT_BODY_BYTES, ReleaseRequest,
-    ReleaseResponse, RenewRequest, RenewResponse, SubmitResultsResponse, SubmittedResult, paths,
+    HelloRequest, HelloResponse, LeaseRef, LeaseRequest, LeaseResponse, MAX_AGENT_BODY_BYTES,
+    ReleaseRequest, ReleaseResponse, RenewRequest, RenewResponse, SubmitResultsResponse,
+    SubmittedResult, paths,
 };
 
 /// Time to establish a connection to the service.
@@ -23,6 +25,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Added to a lease's `waitSecs` for the whole long-poll exchange.
 const LEASE_TIMEOUT_MARGIN: Duration = Duration::from_secs(15);
+/// Bytes of an artifact per chunk of the streamed upload body.
+const UPLOAD_CHUNK_BYTES: usize = 64 * 1024;
+/// Largest answer read to an artifact upload.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// Longest excerpt of an error body kept in a message.
 const MAX_ERROR_EXCERPT: usize = 300;
 
@@ -112,6 +118,66 @@ impl ServiceClient {
             .await
     }
 
+    /// Uploads one artifact of a job's result, streamed:
+    /// `PUT /agent/v1/jobs/{jobId}/artifacts/{name}?leaseId=...`. Call it before the
+    /// result is submitted, while the lease is held.
+    pub async fn upload_artifact(
+        &self,
+        lease: LeaseRef,
+        name: &str,
+        content_type: &str,
+        bytes: Bytes,
+    ) -> Result<(), ClientError> {
+        let path = format!(
+            "{}/{}/artifacts/{name}",
+            paths::ARTIFACTS_PREFIX,
+            lease.job_id
+        );
+        let mut url = self.endpoint(&path);
+        url.query_pairs_mut()
+            .append_pair("leaseId", &lease.lease_id.to_string());
+        let size = bytes.len();
+        let chunks: Vec<Result<Bytes, std::io::Error>> = (0..size)
+            .step_by(UPLOAD_CHUNK_BYTES)
+            .map(|at| Ok(bytes.slice(at..size.min(at + UPLOAD_CHUNK_BYTES))))
+            .collect();
+        let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+        let sent = self
+            .http
+            .put(url)
+            .header(AUTHORIZATION, self.auth.clone())
+            .header(CONTENT_TYPE, content_type)
+            .header(CONTENT_LENGTH, size)
+            .timeout(REQUEST_TIMEOUT)
+            .body(body)
+            .send()
+            .await;
+        let result = match sent {
+            Err(e) => Err(self.transport(&path, &e)),
+            Ok(response) => {
+                let status = response.status();
+                let bytes = read_bounded(response, MAX_ERROR_BODY_BYTES).await;
+                let code = status.as_u16();
+                if status.is_success() {
+                    Ok(())
+                } else {
+                    let message = match &bytes {
+                        Ok(b) => self.excerpt(b),
+                        Err(_) => "(no details)".to_owned(),
+                    };
+                    Err(classify(&path, code, message))
+                }
+            }
+        };
+        match &result {
+            Ok(()) | Err(ClientError::Unauthorized { .. } | ClientError::Rejected { .. }) => {
+                self.state.record_contact()
+            }
+            Err(ClientError::Transient(_)) => self.state.record_unreachable(),
+        }
+        result
+    }
+
     /// The URL of an agent API path under the configured base URL (which may have a path).
     pub fn endpoint(&self, path: &str) -> url::Url {
         let mut url = self.base.clone();
@@ -167,19 +233,7 @@ impl ServiceClient {
             });
         }
         let message = self.excerpt(&bytes);
-        match code {
-            401 | 403 => Err(ClientError::Unauthorized { status: code }),
-            408 | 429 => Err(ClientError::Transient(format!(
-                "{path}: the service answered {code}: {message}"
-            ))),
-            400..=499 => Err(ClientError::Rejected {
-                status: code,
-                message,
-            }),
-            _ => Err(ClientError::Transient(format!(
-                "{path}: the service answered {code}: {message}"
-            ))),
-        }
+        Err(classify(path, code, message))
     }
 
     fn transport(&self, path: &str, e: &reqwest::Error) -> ClientError {
@@ -206,6 +260,21 @@ impl ServiceClient {
         } else {
             self.scrubber.scrub(trimmed).into_owned()
         }
+    }
+}
+
+/// The error class of a non-success answer `code` to `path`.
+fn classify(path: &str, code: u16, message: String) -> ClientError {
+    match code {
+        401 | 403 => ClientError::Unauthorized { status: code },
+        408 | 429 => {
+            ClientError::Transient(format!("{path}: the service answered {code}: {message}"))
+        }
+        400..=499 => ClientError::Rejected {
+            status: code,
+            message,
+        },
+        _ => ClientError::Transient(format!("{path}: the service answered {code}: {message}")),
     }
 }
 

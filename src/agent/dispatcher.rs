@@ -1,17 +1,20 @@
 //! Turns leased jobs into runs: two bounded worker pools (uptime and heavy, one
 //! semaphore each, so a long browser job never starves uptime checks), a check document
 //! parsed per job (a bad one becomes an InvalidJob result, reported like any other), and
-//! the result handed to the reporter unless the lease was lost meanwhile.
+//! the result handed to the reporter unless the lease was lost meanwhile. A result's
+//! artifacts (network diagnostics) are uploaded before the result is handed over.
 
 use std::sync::Arc;
 
 use chrono::Utc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use super::artifacts::upload_all;
+use super::client::ServiceClient;
 use super::inflight::{LeaseTable, Phase};
 use super::scrub::Scrubber;
 use super::state::AgentState;
-use crate::executors::{ExecEnv, run_check};
+use crate::executors::{ExecEnv, RunOutput, run_check_with_artifacts};
 use crate::model::{CheckSpec, CheckType, ErrorKind, Pool, RunResult};
 use crate::protocol::{LeaseRef, LeasedJob, PoolCapacity, SubmittedResult};
 
@@ -29,6 +32,8 @@ struct JobContext {
     results: mpsc::Sender<SubmittedResult>,
     state: Arc<AgentState>,
     scrubber: Scrubber,
+    /// Where artifacts go; without it they are dropped (and not listed in results).
+    uploads: Option<Arc<ServiceClient>>,
 }
 
 impl Dispatcher {
@@ -48,10 +53,21 @@ impl Dispatcher {
                 results,
                 state,
                 scrubber,
+                uploads: None,
             }),
             uptime: Arc::new(Semaphore::new(uptime_concurrency as usize)),
             heavy: Arc::new(Semaphore::new(job_concurrency as usize)),
         }
+    }
+
+    /// Uploads the artifacts of results through `client` before reporting them. Call it
+    /// right after [`Dispatcher::new`], before any job is accepted.
+    pub fn with_artifact_uploads(mut self, client: Arc<ServiceClient>) -> Dispatcher {
+        match Arc::get_mut(&mut self.ctx) {
+            Some(ctx) => ctx.uploads = Some(client),
+            None => tracing::error!("artifact uploads set up after jobs started; ignored"),
+        }
+        self
     }
 
     fn semaphore(&self, pool: Pool) -> &Arc<Semaphore> {
@@ -162,13 +178,22 @@ async fn run_job(ctx: Arc<JobContext>, slots: Arc<Semaphore>, lease: LeaseRef, s
     }
     let mut slot = Slot::new(permit, ctx.clone());
     tracing::debug!(job_id = %lease.job_id, check_type = %spec.check_type(), "job started");
-    let mut result = run_check(&spec, &ctx.env).await;
+    let RunOutput {
+        mut result,
+        artifacts,
+    } = run_check_with_artifacts(&spec, &ctx.env).await;
     slot.release();
     if !ctx.leases.finish(lease) {
         tracing::info!(job_id = %lease.job_id, "lease lost during the run; result dropped");
         return;
     }
     ctx.scrubber.scrub_result(&mut result);
+    match &ctx.uploads {
+        Some(client) if !artifacts.is_empty() => {
+            upload_all(client, &ctx.scrubber, lease, &mut result, artifacts).await;
+        }
+        _ => result.artifacts.clear(),
+    }
     tracing::debug!(job_id = %lease.job_id, status = ?result.status, "job finished");
     ctx.report(lease, result).await;
 }

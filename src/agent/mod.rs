@@ -9,6 +9,7 @@
 //! - [`inflight`]: the table of held leases and their phases.
 //! - [`leases`]: RENEW loop and RELEASE.
 //! - [`reporter`], [`spool`]: result delivery, batched, durable across restarts.
+//! - [`artifacts`]: uploads of a result's files (network diagnostics) before delivery.
 //! - [`health`]: readiness, liveness, /health.
 //! - [`state`], [`backoff`], [`events`], [`scrub`]: shared state, retry delays, internal
 //!   error events, secret removal.
@@ -17,6 +18,7 @@
 //! readiness 503, stop leasing, RELEASE queued jobs, let running jobs finish within the
 //! grace period (then abort and RELEASE them), flush results, stop health, return.
 
+pub mod artifacts;
 pub mod backoff;
 pub mod client;
 pub mod config;
@@ -154,15 +156,18 @@ pub async fn run(config: AgentConfig, shutdown: Shutdown) -> Result<(), AgentErr
 
     let leases = Arc::new(LeaseTable::new());
     let (results_tx, results_rx) = tokio::sync::mpsc::channel(reporter::CHANNEL_CAPACITY);
-    let dispatcher = Arc::new(Dispatcher::new(
-        config.uptime_concurrency,
-        config.job_concurrency,
-        leases.clone(),
-        env,
-        results_tx,
-        state.clone(),
-        scrubber,
-    ));
+    let dispatcher = Arc::new(
+        Dispatcher::new(
+            config.uptime_concurrency,
+            config.job_concurrency,
+            leases.clone(),
+            env,
+            results_tx,
+            state.clone(),
+            scrubber,
+        )
+        .with_artifact_uploads(client.clone()),
+    );
 
     let reporter_finish = CancellationToken::new();
     let reporter_task = spawn_loop(

@@ -38,6 +38,7 @@ use url::Url;
 
 use super::assert::{self, Actual};
 use super::http_error::FetchError;
+use super::netdiag::FailedHop;
 use super::template::Variables;
 use super::timed_http::{self, HopOptions, HopProgress, HopRequest, millis};
 use super::url::{
@@ -65,7 +66,7 @@ pub const MAX_FILLED_FIELD_BYTES: usize = 16 * 1024;
 
 impl Executor for ApiCheckSpec {
     async fn run(&self, env: &ExecEnv) -> RunResult {
-        run_api_check(self, env).await
+        run_api_check(self, env).await.0
     }
 }
 
@@ -85,7 +86,12 @@ struct RunState {
     hop: HopProgress,
 }
 
-async fn run_api_check(spec: &ApiCheckSpec, env: &ExecEnv) -> RunResult {
+/// Runs the check; on a network-level failure also returns the failed hop (with the
+/// run's secrets in its scrubber), so that diagnostics can run it again.
+pub(crate) async fn run_api_check(
+    spec: &ApiCheckSpec,
+    env: &ExecEnv,
+) -> (RunResult, Option<FailedHop>) {
     let started_at = Utc::now();
     let start = Instant::now();
     let vars = variables(spec, env);
@@ -103,7 +109,7 @@ async fn run_api_check(spec: &ApiCheckSpec, env: &ExecEnv) -> RunResult {
             let mut result =
                 RunResult::errored(CheckType::Api, started_at, ErrorKind::InvalidJob, e.message);
             scrubber.scrub_result(&mut result);
-            return result;
+            return (result, None);
         }
     };
     if let Some(auth) = &spec.request.basic_auth {
@@ -144,6 +150,17 @@ async fn run_api_check(spec: &ApiCheckSpec, env: &ExecEnv) -> RunResult {
     let mut phases = state.hop.phases;
     phases.total = total;
     let body = std::mem::take(&mut state.hop.body);
+    let failed_hop = match &outcome {
+        Err(error) if error.kind.is_network() => Some(FailedHop {
+            url: state.url.clone(),
+            request: state.request.clone(),
+            opts: hop_options(spec),
+            addresses: state.hop.addresses,
+            kind: error.kind,
+            scrubber: scrubber.clone(),
+        }),
+        _ => None,
+    };
 
     let mut result = match outcome {
         Ok(()) => {
@@ -194,7 +211,17 @@ async fn run_api_check(spec: &ApiCheckSpec, env: &ExecEnv) -> RunResult {
     });
     result.refresh_status();
     scrubber.scrub_result(&mut result);
-    result
+    (result, failed_hop)
+}
+
+/// How every hop of an API check connects and reads.
+fn hop_options(spec: &ApiCheckSpec) -> HopOptions {
+    HopOptions {
+        family: spec.request.ip_family,
+        verify_tls: !spec.request.skip_ssl,
+        max_body: MAX_READ_BODY_BYTES,
+        keep_body: usize::try_from(MAX_READ_BODY_BYTES).unwrap_or(usize::MAX),
+    }
 }
 
 /// The check's variables, then the agent's `SERVICE_SECRET_*` ones.
@@ -366,12 +393,7 @@ async fn follow(
     spec: &ApiCheckSpec,
     state: &mut RunState,
 ) -> Result<(), FetchError> {
-    let opts = HopOptions {
-        family: spec.request.ip_family,
-        verify_tls: !spec.request.skip_ssl,
-        max_body: MAX_READ_BODY_BYTES,
-        keep_body: usize::try_from(MAX_READ_BODY_BYTES).unwrap_or(usize::MAX),
-    };
+    let opts = hop_options(spec);
     loop {
         state.hop = HopProgress::default();
         timed_http::fetch(&env.http, &state.url, &state.request, opts, &mut state.hop).await?;

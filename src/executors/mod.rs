@@ -3,9 +3,11 @@
 
 pub mod api;
 pub mod assert;
+mod connect;
 pub mod dns;
 mod http_error;
 pub mod icmp;
+pub mod netdiag;
 mod resolve;
 pub mod tcp;
 pub mod template;
@@ -44,6 +46,9 @@ pub struct ExecEnv {
     pub(crate) secret_vars: Vec<(String, String)>,
     /// Masks the values of `secret_vars` in every result.
     pub(crate) scrubber: Scrubber,
+    /// URL and API checks that fail on the network are diagnosed (packet capture and
+    /// traceroute) by [`run_check_with_artifacts`].
+    pub(crate) network_diagnostics: bool,
 }
 
 /// Building the execution environment failed (unreadable resolver config, bad CA bundle).
@@ -77,10 +82,14 @@ impl ExecEnv {
         });
         let os_dns = std::env::var("USE_OS_DNS_RESOLVER")
             .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true") || v.trim() == "1");
+        let diagnostics = std::env::var("NETWORK_DIAGNOSTICS").map_or(true, |v| {
+            !(v.trim().eq_ignore_ascii_case("false") || v.trim() == "0")
+        });
         Ok(Arc::new(
             ExecEnv::new(extra_ca.as_deref())?
                 .with_secret_variables(secrets)
-                .with_os_dns_resolver(os_dns),
+                .with_os_dns_resolver(os_dns)
+                .with_network_diagnostics(diagnostics),
         ))
     }
 
@@ -96,7 +105,15 @@ impl ExecEnv {
             os_dns_resolver: false,
             secret_vars: Vec::new(),
             scrubber: Scrubber::default(),
+            network_diagnostics: true,
         })
+    }
+
+    /// Turns network diagnostics of failed URL and API checks on or off (on by default;
+    /// `NETWORK_DIAGNOSTICS=false` turns them off in [`ExecEnv::from_system`]).
+    pub fn with_network_diagnostics(mut self, enabled: bool) -> ExecEnv {
+        self.network_diagnostics = enabled;
+        self
     }
 
     /// Makes TCP monitors resolve host names with the operating system's resolver
@@ -151,8 +168,67 @@ pub trait Executor {
     fn run(&self, env: &ExecEnv) -> impl Future<Output = RunResult> + Send;
 }
 
+/// A result and the files that belong to it (see [`netdiag`]).
+#[derive(Debug)]
+pub struct RunOutput {
+    /// Lists the artifacts in `result.artifacts`.
+    pub result: RunResult,
+    pub artifacts: Vec<netdiag::Artifact>,
+}
+
+/// Like [`run_check`], and when a URL or API check fails on the network path (DNS,
+/// connect, TLS, reset, timeout) and the environment allows it, runs network
+/// diagnostics: the failed attempt once more under a packet capture, then a traceroute
+/// (see [`netdiag`]). Their files come back as artifacts, listed in `result.artifacts`;
+/// `result.diagnostics` says whether they ran and, if not, why.
+pub async fn run_check_with_artifacts(spec: &CheckSpec, env: &ExecEnv) -> RunOutput {
+    let check_type = spec.check_type();
+    let limit = env.run_timeout(check_type);
+    let started = Utc::now();
+    let start = std::time::Instant::now();
+    let run = async {
+        match spec {
+            CheckSpec::Url(u) => url::run_url_monitor(u, env).await,
+            CheckSpec::Api(a) => api::run_api_check(a, env).await,
+            CheckSpec::Tcp(t) => (t.run(env).await, None),
+            CheckSpec::Dns(d) => (d.run(env).await, None),
+            CheckSpec::Icmp(i) => (i.run(env).await, None),
+        }
+    };
+    let (mut result, failed) = match tokio::time::timeout(limit + Duration::from_secs(1), run).await
+    {
+        Ok(outcome) => outcome,
+        Err(_) => (timed_out(check_type, started, limit), None),
+    };
+    let mut artifacts = Vec::new();
+    if let Some(hop) = failed.filter(|_| env.network_diagnostics) {
+        let left = limit.saturating_sub(start.elapsed());
+        let diagnosis = netdiag::diagnose_hop(env, &hop, left).await;
+        result.diagnostics = Some(diagnosis.diagnostics);
+        result.artifacts = diagnosis.artifacts.iter().map(|a| a.reference()).collect();
+        artifacts = diagnosis.artifacts;
+        hop.scrubber.scrub_result(&mut result);
+    }
+    env.scrubber.scrub_result(&mut result);
+    RunOutput { result, artifacts }
+}
+
+/// The result of a run that went past its time limit.
+fn timed_out(check_type: CheckType, started: chrono::DateTime<Utc>, limit: Duration) -> RunResult {
+    RunResult::errored(
+        check_type,
+        started,
+        ErrorKind::Timeout,
+        format!(
+            "the run exceeded the {}s limit of {check_type} checks",
+            limit.as_secs()
+        ),
+    )
+}
+
 /// Runs `spec` with the time limit of its type; a run past it is an aborted TIMEOUT result.
-/// The values of the `SERVICE_SECRET_*` variables are masked in every result.
+/// The values of the `SERVICE_SECRET_*` variables are masked in every result. No network
+/// diagnostics: see [`run_check_with_artifacts`].
 pub async fn run_check(spec: &CheckSpec, env: &ExecEnv) -> RunResult {
     let check_type = spec.check_type();
     let limit = env.run_timeout(check_type);
@@ -168,15 +244,7 @@ pub async fn run_check(spec: &CheckSpec, env: &ExecEnv) -> RunResult {
     };
     let mut result = match tokio::time::timeout(limit + Duration::from_secs(1), run).await {
         Ok(result) => result,
-        Err(_) => RunResult::errored(
-            check_type,
-            started,
-            ErrorKind::Timeout,
-            format!(
-                "the run exceeded the {}s limit of {check_type} checks",
-                limit.as_secs()
-            ),
-        ),
+        Err(_) => timed_out(check_type, started, limit),
     };
     env.scrubber.scrub_result(&mut result);
     result

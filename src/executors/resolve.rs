@@ -7,7 +7,7 @@
 //! Answers are cached for their TTL (at most [`MAX_POSITIVE_TTL`]), like a caching stub
 //! resolver would; the `dns` phase of a run is the time the lookup really took.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use hickory_resolver::config::{ResolverConfig, ResolverOpts};
@@ -69,12 +69,71 @@ impl SystemResolver {
         }
     }
 
+    /// The name servers of the configuration (for diagnosing DNS failures).
+    pub(crate) fn name_servers(&self) -> Vec<SocketAddr> {
+        let mut out: Vec<SocketAddr> = Vec::new();
+        for ns in self.resolver.config().name_servers() {
+            if !out.contains(&ns.socket_addr) {
+                out.push(ns.socket_addr);
+            }
+        }
+        out
+    }
+
+    /// A resolver with the same configuration and no cache, so that a lookup really
+    /// asks the name servers (diagnostics re-run a failed lookup with it).
+    pub(crate) fn without_cache(&self) -> SystemResolver {
+        let mut opts = self.resolver.options().clone();
+        opts.cache_size = 0;
+        let resolver = TokioResolver::builder_with_config(
+            self.resolver.config().clone(),
+            TokioConnectionProvider::default(),
+        )
+        .with_options(opts)
+        .build();
+        SystemResolver {
+            resolver,
+            config_error: self.config_error.clone(),
+        }
+    }
+
     /// The addresses of `host` of one family (A or AAAA records only).
     pub(crate) async fn lookup(
         &self,
         host: &str,
         family: IpFamily,
     ) -> Result<AddressList, FetchError> {
+        self.lookup_family(host, family)
+            .await
+            .map_err(|failure| failure.error)
+    }
+
+    /// The addresses a check may connect to: those of `family` when it pins one, else
+    /// both families (A and AAAA asked at once), IPv6 and IPv4 alternating with IPv6
+    /// first. Without a pinned family, a name with addresses of only one family is
+    /// fine; it fails only when neither lookup found an address.
+    pub(crate) async fn lookup_for(
+        &self,
+        host: &str,
+        family: Option<IpFamily>,
+    ) -> Result<AddressList, FetchError> {
+        match family {
+            Some(family) => self.lookup(host, family).await,
+            None => {
+                let (v6, v4) = tokio::join!(
+                    self.lookup_family(host, IpFamily::IPv6),
+                    self.lookup_family(host, IpFamily::IPv4)
+                );
+                merge_families(host, v6, v4)
+            }
+        }
+    }
+
+    async fn lookup_family(
+        &self,
+        host: &str,
+        family: IpFamily,
+    ) -> Result<AddressList, LookupFailure> {
         let mut list = AddressList::default();
         let outcome = match family {
             IpFamily::IPv4 => self.resolver.ipv4_lookup(host).await.map(|found| {
@@ -89,9 +148,15 @@ impl SystemResolver {
             }),
         };
         match outcome {
-            Ok(()) if list.is_empty() => Err(FetchError::dns(no_records(host, family))),
+            Ok(()) if list.is_empty() => Err(LookupFailure {
+                no_records: true,
+                error: FetchError::dns(no_records(host, family)),
+            }),
             Ok(()) => Ok(list),
-            Err(e) => Err(FetchError::dns(self.describe(host, family, &e))),
+            Err(e) => Err(LookupFailure {
+                no_records: e.is_no_records_found() && !e.is_nx_domain(),
+                error: FetchError::dns(self.describe(host, family, &e)),
+            }),
         }
     }
 
@@ -122,10 +187,57 @@ impl SystemResolver {
     }
 }
 
+/// An IP literal as the only address, if the check allows its family. `what` names it
+/// in the message (`the URL's host 10.0.0.1`).
+pub(crate) fn literal(
+    ip: IpAddr,
+    family: Option<IpFamily>,
+    what: &str,
+) -> Result<AddressList, FetchError> {
+    match (ip, family) {
+        (_, None)
+        | (IpAddr::V4(_), Some(IpFamily::IPv4))
+        | (IpAddr::V6(_), Some(IpFamily::IPv6)) => Ok(AddressList::one(ip)),
+        (IpAddr::V4(_), Some(IpFamily::IPv6)) => Err(FetchError::dns(format!(
+            "{what} {ip} is an IPv4 address but the check uses IPv6"
+        ))),
+        (IpAddr::V6(_), Some(IpFamily::IPv4)) => Err(FetchError::dns(format!(
+            "{what} {ip} is an IPv6 address but the check uses IPv4"
+        ))),
+    }
+}
+
 fn no_records(host: &str, family: IpFamily) -> String {
     match family {
         IpFamily::IPv4 => format!("cannot resolve {host}: it has no IPv4 (A) address"),
         IpFamily::IPv6 => format!("cannot resolve {host}: it has no IPv6 (AAAA) address"),
+    }
+}
+
+/// Why a lookup of one family found nothing.
+struct LookupFailure {
+    /// The name exists but has no record of that family.
+    no_records: bool,
+    error: FetchError,
+}
+
+/// The answers of both families as one list (IPv6 first, alternating). An error only
+/// when neither has an address: the IPv4 one, unless it merely found no A record.
+fn merge_families(
+    host: &str,
+    v6: Result<AddressList, LookupFailure>,
+    v4: Result<AddressList, LookupFailure>,
+) -> Result<AddressList, FetchError> {
+    match (v6, v4) {
+        (Ok(v6), Ok(v4)) => Ok(AddressList::interleaved(v6.iter(), v4.iter())),
+        (Ok(list), Err(_)) | (Err(_), Ok(list)) => Ok(list),
+        (Err(v6), Err(v4)) => Err(match (v6.no_records, v4.no_records) {
+            (true, true) => FetchError::dns(format!(
+                "cannot resolve {host}: it has no IPv4 (A) or IPv6 (AAAA) address"
+            )),
+            (false, true) => v6.error,
+            _ => v4.error,
+        }),
     }
 }
 
@@ -142,6 +254,25 @@ impl AddressList {
         let mut list = AddressList::default();
         list.push(addr);
         list
+    }
+
+    /// IPv6 and IPv4 addresses alternating, starting with IPv6 (so both families get a
+    /// try even when one has many addresses), up to [`MAX_ADDRESSES`].
+    pub(crate) fn interleaved(
+        v6: impl Iterator<Item = IpAddr>,
+        v4: impl Iterator<Item = IpAddr>,
+    ) -> AddressList {
+        let mut list = AddressList::default();
+        let (mut v6, mut v4) = (v6.fuse(), v4.fuse());
+        loop {
+            let (a, b) = (v6.next(), v4.next());
+            if a.is_none() && b.is_none() {
+                return list;
+            }
+            for ip in [a, b].into_iter().flatten() {
+                list.push(ip);
+            }
+        }
     }
 
     /// Adds `addr` unless the list is full.
@@ -163,7 +294,7 @@ impl AddressList {
 
 #[cfg(test)]
 mod tests {
-    use std::net::{Ipv4Addr, SocketAddr};
+    use std::net::Ipv4Addr;
 
     use hickory_resolver::config::NameServerConfig;
     use hickory_resolver::proto::op::{Message, MessageType, ResponseCode};
@@ -181,6 +312,78 @@ mod tests {
         assert!(!v4.is_empty());
         let v6 = resolver.lookup("localhost", IpFamily::IPv6).await.unwrap();
         assert!(v6.iter().all(|a| a.is_ipv6() && a.is_loopback()));
+    }
+
+    #[tokio::test]
+    async fn an_unpinned_lookup_gives_both_families_ipv6_first() {
+        let resolver = SystemResolver::from_system();
+        let list = resolver.lookup_for("localhost", None).await.unwrap();
+        let found: Vec<IpAddr> = list.iter().collect();
+        assert_eq!(
+            found,
+            vec![
+                IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+                IpAddr::from(Ipv4Addr::LOCALHOST)
+            ]
+        );
+        let v4 = resolver
+            .lookup_for("localhost", Some(IpFamily::IPv4))
+            .await
+            .unwrap();
+        assert!(v4.iter().all(|a| a.is_ipv4()));
+    }
+
+    #[test]
+    fn families_alternate_ipv6_first_and_stay_bounded() {
+        let v6: Vec<IpAddr> = (1..=5u16)
+            .map(|i| IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, i]))
+            .collect();
+        let v4: Vec<IpAddr> = (1..=2u8).map(|i| IpAddr::from([192, 0, 2, i])).collect();
+        let list = AddressList::interleaved(v6.iter().copied(), v4.iter().copied());
+        let got: Vec<IpAddr> = list.iter().collect();
+        assert_eq!(got, vec![v6[0], v4[0], v6[1], v4[1]]);
+        let only_v4 = AddressList::interleaved(std::iter::empty(), v4.iter().copied());
+        assert_eq!(only_v4.iter().collect::<Vec<_>>(), v4);
+    }
+
+    #[test]
+    fn merged_lookups_fail_only_without_any_address() {
+        let none = |family| LookupFailure {
+            no_records: true,
+            error: FetchError::dns(no_records("h.test", family)),
+        };
+        let one = AddressList::one(IpAddr::from([192, 0, 2, 1]));
+        let list = merge_families("h.test", Err(none(IpFamily::IPv6)), Ok(one)).unwrap();
+        assert_eq!(list.iter().count(), 1);
+        let err = merge_families(
+            "h.test",
+            Err(none(IpFamily::IPv6)),
+            Err(none(IpFamily::IPv4)),
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("no IPv4 (A) or IPv6 (AAAA)"),
+            "{}",
+            err.message
+        );
+        let broken = LookupFailure {
+            no_records: false,
+            error: FetchError::dns("cannot resolve h.test: the domain does not exist"),
+        };
+        let err = merge_families("h.test", Err(none(IpFamily::IPv6)), Err(broken)).unwrap_err();
+        assert!(err.message.contains("does not exist"), "{}", err.message);
+    }
+
+    #[test]
+    fn literals_follow_the_pinned_family() {
+        let v6: IpAddr = "::1".parse().unwrap();
+        assert!(literal(v6, None, "the host").is_ok());
+        assert!(literal(v6, Some(IpFamily::IPv6), "the host").is_ok());
+        let err = literal(v6, Some(IpFamily::IPv4), "the host").unwrap_err();
+        assert_eq!(
+            err.message,
+            "the host ::1 is an IPv6 address but the check uses IPv4"
+        );
     }
 
     #[test]

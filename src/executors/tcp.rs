@@ -37,8 +37,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::assert::{self, Actual};
+use super::connect::connect_any;
 use super::http_error::FetchError;
-use super::resolve::AddressList;
+use super::resolve::{AddressList, literal};
 use super::timed_http::millis;
 use super::{ExecEnv, Executor};
 use crate::model::check::TcpMonitorSpec;
@@ -186,14 +187,14 @@ async fn exchange(
     let family = request.ip_family;
 
     let addrs = match host.parse::<IpAddr>() {
-        Ok(ip) => literal(ip, family)?,
+        Ok(ip) => literal(ip, family, "the host")?,
         Err(_) => {
             p.stage = "resolving";
             let start = Instant::now();
             let found = if env.os_dns_resolver {
                 os_lookup(&host, port, family).await
             } else {
-                env.http.resolver().lookup(&host, family).await
+                env.http.resolver().lookup_for(&host, family).await
             };
             p.phases.dns = millis(start.elapsed());
             found?
@@ -202,7 +203,7 @@ async fn exchange(
 
     p.stage = "connecting to";
     let start = Instant::now();
-    let mut stream = connect(&addrs, port, &p.target).await?;
+    let mut stream = connect_any(&addrs, port, &p.target).await?;
     p.phases.tcp = millis(start.elapsed());
     p.address = stream.peer_addr().ok();
 
@@ -287,70 +288,43 @@ async fn read_response(
     Ok(())
 }
 
-/// An IP literal as the only address, if it is of the family the check asks for.
-fn literal(ip: IpAddr, family: IpFamily) -> Result<AddressList, FetchError> {
-    match (ip, family) {
-        (IpAddr::V4(_), IpFamily::IPv4) | (IpAddr::V6(_), IpFamily::IPv6) => {
-            Ok(AddressList::one(ip))
-        }
-        (IpAddr::V4(_), IpFamily::IPv6) => Err(FetchError::dns(format!(
-            "the host {ip} is an IPv4 address but the check uses IPv6"
-        ))),
-        (IpAddr::V6(_), IpFamily::IPv4) => Err(FetchError::dns(format!(
-            "the host {ip} is an IPv6 address but the check uses IPv4"
-        ))),
-    }
-}
-
-/// The addresses of `host` of one family, from the operating system's resolver.
-async fn os_lookup(host: &str, port: u16, family: IpFamily) -> Result<AddressList, FetchError> {
+/// The addresses of `host` from the operating system's resolver: those of `family`,
+/// or both families (IPv6 first, alternating) when the check pins none.
+async fn os_lookup(
+    host: &str,
+    port: u16,
+    family: Option<IpFamily>,
+) -> Result<AddressList, FetchError> {
     let found = tokio::net::lookup_host((host, port)).await.map_err(|e| {
         FetchError::dns(format!(
             "cannot resolve {host} with the operating system's resolver: {e}"
         ))
     })?;
-    let mut list = AddressList::default();
+    let (mut v6, mut v4) = (Vec::new(), Vec::new());
     for addr in found {
         let ip = addr.ip();
         let wanted = match family {
-            IpFamily::IPv4 => ip.is_ipv4(),
-            IpFamily::IPv6 => ip.is_ipv6(),
+            None => true,
+            Some(IpFamily::IPv4) => ip.is_ipv4(),
+            Some(IpFamily::IPv6) => ip.is_ipv6(),
         };
-        if wanted && !list.iter().any(|known| known == ip) {
-            list.push(ip);
+        let same_family = if ip.is_ipv6() { &mut v6 } else { &mut v4 };
+        if wanted && !same_family.contains(&ip) {
+            same_family.push(ip);
         }
     }
+    let list = AddressList::interleaved(v6.into_iter(), v4.into_iter());
     if list.is_empty() {
         let which = match family {
-            IpFamily::IPv4 => "IPv4",
-            IpFamily::IPv6 => "IPv6",
+            Some(IpFamily::IPv4) => "IPv4 address",
+            Some(IpFamily::IPv6) => "IPv6 address",
+            None => "address",
         };
         return Err(FetchError::dns(format!(
-            "cannot resolve {host}: the operating system's resolver knows no {which} address for it"
+            "cannot resolve {host}: the operating system's resolver knows no {which} for it"
         )));
     }
     Ok(list)
-}
-
-/// Connects to the first address that accepts; the error reported is the first one.
-async fn connect(addrs: &AddressList, port: u16, target: &str) -> Result<TcpStream, FetchError> {
-    let mut first_error = None;
-    for ip in addrs.iter() {
-        match TcpStream::connect(SocketAddr::new(ip, port)).await {
-            Ok(stream) => {
-                if let Err(e) = stream.set_nodelay(true) {
-                    tracing::debug!(error = %e, "cannot disable Nagle's algorithm");
-                }
-                return Ok(stream);
-            }
-            Err(e) => {
-                tracing::debug!(%ip, port, error = %e, "connect failed");
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    let error = first_error.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable));
-    Err(FetchError::connect(target, &error))
 }
 
 fn send_error(target: &str, error: &io::Error) -> FetchError {
@@ -369,16 +343,21 @@ mod tests {
     #[test]
     fn literal_must_match_the_family() {
         let v4: IpAddr = "127.0.0.1".parse().unwrap();
-        assert!(literal(v4, IpFamily::IPv4).is_ok());
+        assert!(literal(v4, Some(IpFamily::IPv4), "the host").is_ok());
+        assert!(literal(v4, None, "the host").is_ok());
         assert_eq!(
-            literal(v4, IpFamily::IPv6).unwrap_err().kind,
+            literal(v4, Some(IpFamily::IPv6), "the host")
+                .unwrap_err()
+                .kind,
             ErrorKind::Dns
         );
     }
 
     #[tokio::test]
     async fn os_lookup_of_localhost_gives_loopback_addresses() {
-        let list = os_lookup("localhost", 80, IpFamily::IPv4).await.unwrap();
+        let list = os_lookup("localhost", 80, Some(IpFamily::IPv4))
+            .await
+            .unwrap();
         assert!(!list.is_empty());
         assert!(list.iter().all(|ip| ip.is_ipv4() && ip.is_loopback()));
     }

@@ -8,7 +8,7 @@
 
 use std::future::{Future, poll_fn};
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::Path;
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,13 +26,13 @@ use hyper::ext::ReasonPhrase;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use url::{Host, Position, Url};
 
 use super::ExecEnvError;
+use super::connect::connect_any;
 use super::http_error::{FetchError, find_io_error};
-use super::resolve::{AddressList, SystemResolver};
+use super::resolve::{AddressList, SystemResolver, literal};
 use super::tls::TlsConfigs;
 use crate::model::{ErrorKind, IpFamily, TimingPhases};
 
@@ -105,6 +105,8 @@ pub(crate) struct HopProgress {
     pub(crate) body_truncated: bool,
     /// The first [`HopOptions::keep_body`] bytes of the body.
     pub(crate) body: Vec<u8>,
+    /// The addresses the hop resolved (or the literal) and tried in order.
+    pub(crate) addresses: AddressList,
 }
 
 impl HopProgress {
@@ -143,7 +145,8 @@ pub(crate) fn millis(d: Duration) -> f64 {
 /// How a hop connects and how much of the answer it reads.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HopOptions {
-    pub(crate) family: IpFamily,
+    /// The family the check pins; `None` tries IPv6 first, then IPv4.
+    pub(crate) family: Option<IpFamily>,
     /// Verify the server certificate (`skipSSL: false`).
     pub(crate) verify_tls: bool,
     /// Body bytes counted before reading stops and the body is marked truncated.
@@ -202,18 +205,24 @@ pub(crate) async fn fetch(
     let host_str = url.host_str().unwrap_or_default();
 
     let addrs = match host {
-        Host::Ipv4(ip) => literal(IpAddr::V4(ip), opts.family)?,
-        Host::Ipv6(ip) => literal(IpAddr::V6(ip), opts.family)?,
+        Host::Ipv4(ip) => literal(IpAddr::V4(ip), opts.family, "the URL's host")?,
+        Host::Ipv6(ip) => literal(IpAddr::V6(ip), opts.family, "the URL's host")?,
         Host::Domain(name) => {
             p.begin(Phase::Dns, Instant::now());
-            let found = env.resolver.lookup(name, opts.family).await?;
+            let found = env.resolver.lookup_for(name, opts.family).await?;
             p.end(Instant::now());
             found
         }
     };
+    p.addresses = addrs;
 
     p.begin(Phase::Tcp, Instant::now());
-    let tcp = connect(&addrs, port, host_str).await?;
+    let target = if host_str.contains(':') && !host_str.starts_with('[') {
+        format!("[{host_str}]:{port}")
+    } else {
+        format!("{host_str}:{port}")
+    };
+    let tcp = connect_any(&addrs, port, &target).await?;
     p.end(Instant::now());
 
     let request = build_request(env, url, request)?;
@@ -242,45 +251,6 @@ pub(crate) async fn fetch(
         .map_err(|e| FetchError::tls(host_str, &e))?;
     p.end(Instant::now());
     exchange(env, tls, request, host_str, opts, p).await
-}
-
-/// An IP literal as the only address, if it is of the family the check asks for.
-fn literal(ip: IpAddr, family: IpFamily) -> Result<AddressList, FetchError> {
-    match (ip, family) {
-        (IpAddr::V4(_), IpFamily::IPv4) | (IpAddr::V6(_), IpFamily::IPv6) => {
-            Ok(AddressList::one(ip))
-        }
-        (IpAddr::V4(_), IpFamily::IPv6) => Err(FetchError::dns(format!(
-            "the URL's host {ip} is an IPv4 address but the check uses IPv6"
-        ))),
-        (IpAddr::V6(_), IpFamily::IPv4) => Err(FetchError::dns(format!(
-            "the URL's host {ip} is an IPv6 address but the check uses IPv4"
-        ))),
-    }
-}
-
-/// Connects to the first address that accepts; the error reported is the first one.
-/// There is no per-address deadline: the run's time limit bounds the whole attempt.
-async fn connect(addrs: &AddressList, port: u16, host: &str) -> Result<TcpStream, FetchError> {
-    let mut first_error = None;
-    for ip in addrs.iter() {
-        match TcpStream::connect(SocketAddr::new(ip, port)).await {
-            Ok(stream) => {
-                // The TLS Finished and the request may follow a write that is not yet
-                // acknowledged; Nagle would hold them back by a delayed-ACK period.
-                if let Err(e) = stream.set_nodelay(true) {
-                    tracing::debug!(error = %e, "cannot disable Nagle's algorithm");
-                }
-                return Ok(stream);
-            }
-            Err(e) => {
-                tracing::debug!(%ip, port, error = %e, "connect failed");
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    let error = first_error.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable));
-    Err(FetchError::connect(&format!("{host}:{port}"), &error))
 }
 
 /// The HTTP/1.1 request and response on an established stream.
@@ -526,14 +496,6 @@ mod tests {
         p.close_running(t0 + Duration::from_millis(5));
         assert_eq!(p.phases.tcp, 5.0);
         assert!(p.running.is_none());
-    }
-
-    #[test]
-    fn literal_must_match_the_family() {
-        let v6: IpAddr = "::1".parse().unwrap();
-        let err = literal(v6, IpFamily::IPv4).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Dns);
-        assert!(literal(v6, IpFamily::IPv6).is_ok());
     }
 
     #[test]

@@ -19,6 +19,7 @@ use http::header::LOCATION;
 use url::Url;
 
 use super::http_error::FetchError;
+use super::netdiag::FailedHop;
 use super::timed_http::{self, HopOptions, HopProgress, HopRequest, ResponseHead, millis};
 use super::{ExecEnv, Executor};
 use crate::model::check::MAX_URL_LEN;
@@ -38,7 +39,7 @@ pub const MAX_HEADER_VALUE_BYTES: usize = 1024;
 
 impl Executor for UrlMonitorSpec {
     async fn run(&self, env: &ExecEnv) -> RunResult {
-        run_url_monitor(self, env).await
+        run_url_monitor(self, env).await.0
     }
 }
 
@@ -49,18 +50,24 @@ struct RunState {
     hop: HopProgress,
 }
 
-async fn run_url_monitor(spec: &UrlMonitorSpec, env: &ExecEnv) -> RunResult {
+/// Runs the monitor; on a network-level failure also returns the failed hop, so that
+/// diagnostics can run it again.
+pub(crate) async fn run_url_monitor(
+    spec: &UrlMonitorSpec,
+    env: &ExecEnv,
+) -> (RunResult, Option<FailedHop>) {
     let started_at = Utc::now();
     let start = Instant::now();
     let url = match Url::parse(&spec.request.url) {
         Ok(url) => url,
         Err(e) => {
-            return RunResult::errored(
+            let result = RunResult::errored(
                 CheckType::Url,
                 started_at,
                 ErrorKind::InvalidJob,
                 format!("the URL is invalid: {e}"),
             );
+            return (result, None);
         }
     };
     let mut state = RunState {
@@ -85,6 +92,17 @@ async fn run_url_monitor(spec: &UrlMonitorSpec, env: &ExecEnv) -> RunResult {
     let total = millis(end.saturating_duration_since(start));
     let mut phases = state.hop.phases;
     phases.total = total;
+    let failed_hop = match &outcome {
+        Err(error) if error.kind.is_network() => Some(FailedHop {
+            url: state.url.clone(),
+            request: HopRequest::get(),
+            opts: hop_options(spec),
+            addresses: state.hop.addresses,
+            kind: error.kind,
+            scrubber: env.scrubber.clone(),
+        }),
+        _ => None,
+    };
 
     let mut result = match outcome {
         Ok(()) => {
@@ -127,7 +145,17 @@ async fn run_url_monitor(spec: &UrlMonitorSpec, env: &ExecEnv) -> RunResult {
     result.timing_phases = Some(phases);
     result.response = summarize(state);
     result.refresh_status();
-    result
+    (result, failed_hop)
+}
+
+/// How every hop of a URL monitor connects and reads.
+fn hop_options(spec: &UrlMonitorSpec) -> HopOptions {
+    HopOptions {
+        family: spec.request.ip_family,
+        verify_tls: !spec.request.skip_ssl,
+        max_body: timed_http::MAX_BODY_BYTES,
+        keep_body: 0,
+    }
 }
 
 /// Fetches the URL, following redirects if asked; the final response is in `state.hop`.
@@ -136,12 +164,7 @@ async fn follow(
     spec: &UrlMonitorSpec,
     state: &mut RunState,
 ) -> Result<(), FetchError> {
-    let opts = HopOptions {
-        family: spec.request.ip_family,
-        verify_tls: !spec.request.skip_ssl,
-        max_body: timed_http::MAX_BODY_BYTES,
-        keep_body: 0,
-    };
+    let opts = hop_options(spec);
     let request = HopRequest::get();
     loop {
         state.hop = HopProgress::default();

@@ -259,8 +259,10 @@ pub struct UrlRequest {
     pub follow_redirects: bool,
     #[serde(default, rename = "skipSSL")]
     pub skip_ssl: bool,
-    #[serde(default)]
-    pub ip_family: IpFamily,
+    /// The address family to connect over; `None` (no `ipFamily` in the document) tries
+    /// IPv6 first and falls back to IPv4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_family: Option<IpFamily>,
     #[serde(default)]
     pub assertions: Vec<Assertion>,
 }
@@ -409,8 +411,10 @@ pub struct ApiRequest {
     pub follow_redirects: bool,
     #[serde(default, rename = "skipSSL")]
     pub skip_ssl: bool,
-    #[serde(default)]
-    pub ip_family: IpFamily,
+    /// The address family to connect over; `None` (no `ipFamily` in the document) tries
+    /// IPv6 first and falls back to IPv4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_family: Option<IpFamily>,
     #[serde(default, deserialize_with = "null_as_empty_string")]
     pub body: String,
     #[serde(default)]
@@ -675,7 +679,8 @@ pub fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
         .map_err(|e| format!("is not a valid regular expression: {e}"))
 }
 
-/// Address family a check connects over.
+/// Address family a check connects over. A check that names none (`ipFamily` absent,
+/// `Option<IpFamily>` = `None`) tries IPv6 first and falls back to IPv4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum IpFamily {
     #[default]
@@ -812,8 +817,10 @@ pub struct TcpRequest {
     /// Older name of `data`, used when `data` is absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
-    #[serde(default)]
-    pub ip_family: IpFamily,
+    /// The address family to connect over; `None` (no `ipFamily` in the document) tries
+    /// IPv6 first and falls back to IPv4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_family: Option<IpFamily>,
     #[serde(default)]
     pub assertions: Vec<Assertion>,
 }
@@ -1595,7 +1602,7 @@ fn precheck_tcp(doc: &serde_json::Value) -> Result<(), ValidationError> {
     }
     precheck_field::<Option<f64>>(request, "port", "request")?;
     precheck_port(request)?;
-    precheck_field::<IpFamily>(request, "ipFamily", "request")?;
+    precheck_field::<Option<IpFamily>>(request, "ipFamily", "request")?;
     precheck_assertions(request)
 }
 
@@ -1729,7 +1736,7 @@ mod tests {
         };
         assert!(u.request.follow_redirects);
         assert!(!u.request.skip_ssl);
-        assert_eq!(u.request.ip_family, IpFamily::IPv4);
+        assert_eq!(u.request.ip_family, None);
         assert_eq!(u.max_response_time, Some(5000.0));
     }
 
@@ -1925,7 +1932,7 @@ mod tests {
         };
         assert_eq!(t.request.host().as_deref(), Some("db.example.test"));
         assert_eq!(t.request.port, Some(5432));
-        assert_eq!(t.request.ip_family, IpFamily::IPv4);
+        assert_eq!(t.request.ip_family, None);
         assert_eq!(t.request.payload(), None);
         assert_eq!(t.degraded_response_time, Some(3000.0));
         assert_eq!(t.max_response_time, Some(5000.0));
@@ -1936,6 +1943,7 @@ mod tests {
             panic!("not a TCP monitor")
         };
         assert_eq!(t.request.host().as_deref(), Some("::1"));
+        assert_eq!(t.request.ip_family, Some(IpFamily::IPv6));
         assert_eq!(t.request.payload(), Some("HELO"));
         assert_eq!(t.request.port, Some(25));
     }
@@ -2365,5 +2373,35 @@ mod tests {
         let spec = CheckSpec::from_document(&doc).unwrap();
         let again = CheckSpec::from_document(&serde_json::to_value(&spec).unwrap()).unwrap();
         assert_eq!(spec, again);
+    }
+
+    #[test]
+    fn ip_family_is_kept_only_when_the_document_pins_one() {
+        for (family, expected) in [
+            (None, None),
+            (Some("IPv4"), Some(IpFamily::IPv4)),
+            (Some("IPv6"), Some(IpFamily::IPv6)),
+        ] {
+            let mut request = json!({"url": "http://127.0.0.1:1/"});
+            if let Some(f) = family {
+                request["ipFamily"] = json!(f);
+            }
+            let doc = json!({"checkType": "URL", "name": "x", "request": request});
+            let Ok(CheckSpec::Url(u)) = CheckSpec::from_document(&doc) else {
+                panic!("not a URL monitor")
+            };
+            assert_eq!(u.request.ip_family, expected);
+            let again = serde_json::to_value(&u).unwrap();
+            assert_eq!(
+                again["request"].get("ipFamily").and_then(|v| v.as_str()),
+                family
+            );
+        }
+        let doc = json!({"checkType": "API", "request": {"method": "GET",
+            "url": "http://127.0.0.1:1/", "ipFamily": "IPv5"}});
+        assert_eq!(
+            CheckSpec::from_document(&doc).unwrap_err().field,
+            "request.ipFamily"
+        );
     }
 }

@@ -14,7 +14,7 @@ pub use check::{
     UrlMonitorSpec, UrlRequest, ValidationError,
 };
 pub use result::{
-    AssertionResult, ErrorKind, HttpRequestSummary, HttpResponseSummary, RunError, RunResult,
-    RunStatus, TimingPhases,
+    ArtifactRef, AssertionResult, Diagnostics, ErrorKind, HttpRequestSummary, HttpResponseSummary,
+    RunError, RunResult, RunStatus, TimingPhases,
 };
 pub use session::{ResultType, RunSource, SessionStatus};

@@ -53,6 +53,13 @@ pub struct RunResult {
     pub assertions: Vec<AssertionResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RunError>,
+    /// Whether network diagnostics ran after a network-level failure, or why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<Diagnostics>,
+    /// Files that belong to this result (packet capture, traceroute). Their bytes travel
+    /// apart from the result: the agent uploads them before it submits the result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<ArtifactRef>,
 }
 
 impl RunResult {
@@ -89,6 +96,8 @@ impl RunResult {
             icmp: None,
             assertions: Vec::new(),
             error,
+            diagnostics: None,
+            artifacts: Vec::new(),
         };
         r.refresh_status();
         r
@@ -126,6 +135,44 @@ impl RunResult {
             RunStatus::Passed
         };
     }
+}
+
+/// Network diagnostics of a failed run: a packet capture of the failed attempt run
+/// again and a traceroute to its target. They need the `NET_RAW` capability.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Diagnostics {
+    /// The diagnostics ran (their files are in `artifacts`).
+    pub available: bool,
+    /// Why they could not run, or what part of them failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The address the capture and the traceroute were about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+impl Diagnostics {
+    /// Diagnostics that could not run, and why.
+    pub fn unavailable(reason: impl Into<String>) -> Diagnostics {
+        Diagnostics {
+            available: false,
+            reason: Some(reason.into()),
+            target: None,
+        }
+    }
+}
+
+/// A file attached to a result; the bytes are stored by the service under `name`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactRef {
+    /// File name, `[A-Za-z0-9._-]`, unique within the result.
+    pub name: String,
+    /// Media type, e.g. `application/vnd.tcpdump.pcap`.
+    pub content_type: String,
+    /// Size in bytes.
+    pub size: u64,
 }
 
 /// Timing phases of an HTTP request, in milliseconds. `total` is the sum of the phases
