@@ -236,6 +236,19 @@ impl Scrubber {
         }
     }
 
+    /// Scrubs the keys and values of a header map, rebuilding it only when a key changes.
+    fn scrub_map(&self, map: &mut std::collections::BTreeMap<String, String>) {
+        for value in map.values_mut() {
+            self.scrub_string(value);
+        }
+        if map.keys().any(|k| matches!(self.scrub(k), Cow::Owned(_))) {
+            *map = std::mem::take(map)
+                .into_iter()
+                .map(|(k, v)| (self.scrub(&k).into_owned(), v))
+                .collect();
+        }
+    }
+
     /// Scrubs every free-text field of a run result: the error message, the request
     /// (URL, headers, body), the response (status text, URLs, headers, body) and the
     /// assertions (property, target, actual).
@@ -249,10 +262,7 @@ impl Scrubber {
         if let Some(request) = &mut result.request {
             self.scrub_string(&mut request.method);
             self.scrub_string(&mut request.url);
-            request.headers = std::mem::take(&mut request.headers)
-                .into_iter()
-                .map(|(k, v)| (self.scrub(&k).into_owned(), self.scrub(&v).into_owned()))
-                .collect();
+            self.scrub_map(&mut request.headers);
             if let Some(body) = &mut request.body {
                 self.scrub_string(body);
             }
@@ -263,10 +273,7 @@ impl Scrubber {
             for url in &mut response.redirects {
                 self.scrub_string(url);
             }
-            response.headers = std::mem::take(&mut response.headers)
-                .into_iter()
-                .map(|(k, v)| (self.scrub(&k).into_owned(), self.scrub(&v).into_owned()))
-                .collect();
+            self.scrub_map(&mut response.headers);
             if let Some(body) = &mut response.body {
                 self.scrub_string(body);
             }
