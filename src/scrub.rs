@@ -59,6 +59,9 @@ const STRICT: &AsciiSet = &NON_ALPHANUMERIC
 pub struct Scrubber {
     /// Distinct non-empty needles, longest first.
     needles: Vec<String>,
+    /// A prebuilt substring searcher per needle, same order: scrubbing runs on every
+    /// result, so searchers are not rebuilt per string.
+    finders: Vec<memchr::memmem::Finder<'static>>,
 }
 
 impl Scrubber {
@@ -124,6 +127,10 @@ impl Scrubber {
             return;
         }
         let at = self.needles.partition_point(|n| n.len() >= needle.len());
+        self.finders.insert(
+            at,
+            memchr::memmem::Finder::new(needle.as_bytes()).into_owned(),
+        );
         self.needles.insert(at, needle);
     }
 
@@ -147,10 +154,11 @@ impl Scrubber {
             (text, false)
         };
         let mut ranges: Vec<(usize, usize)> = Vec::new();
-        for needle in &self.needles {
+        for (needle, finder) in self.needles.iter().zip(&self.finders) {
             let step = needle.chars().next().map_or(1, char::len_utf8);
             let mut from = 0;
-            while let Some(found) = text[from..].find(needle.as_str()) {
+            // Needles are UTF-8, so a match starts and ends on character boundaries.
+            while let Some(found) = finder.find(&text.as_bytes()[from..]) {
                 let start = from + found;
                 ranges.push((start, start + needle.len()));
                 from = start + step;
