@@ -75,6 +75,8 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             public_url: self.public_url.clone(),
             lease_ttl: Duration::from_secs(self.lease_ttl_secs),
+            // Default: <public url>/ping. A --ping-url flag (OUTPOST_PING_URL) belongs here.
+            ping_url: None,
         }
     }
 }
