@@ -42,10 +42,43 @@ pub struct AlertNotice {
     /// key receivers can deduplicate on.
     pub event_id: Uuid,
     pub event_state: HeartbeatState,
+    #[serde(with = "millis")]
     pub event_at: DateTime<Utc>,
+    #[serde(with = "opt_millis")]
     pub last_ping_at: Option<DateTime<Utc>>,
     /// Failures: the deadline that passed without a ping.
+    #[serde(with = "opt_millis")]
     pub deadline_at: Option<DateTime<Utc>>,
+}
+
+/// Times as RFC 3339 with milliseconds, like the API's event timestamps.
+mod millis {
+    use chrono::{DateTime, SecondsFormat, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        DateTime::<Utc>::deserialize(d)
+    }
+}
+
+mod opt_millis {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => super::millis::serialize(t, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+        Option::<DateTime<Utc>>::deserialize(d)
+    }
 }
 
 impl AlertNotice {
