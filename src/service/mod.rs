@@ -346,11 +346,18 @@ impl BoundService {
         } = self;
         let engine = tokio::spawn(engine.run());
         let dispatcher = tokio::spawn(dispatcher.run(ctx.stop.clone()));
-        match ctx.alerts.replay_outbox(&ctx.store).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(notices = n, "re-sending alert notices left in the outbox"),
-            Err(e) => tracing::error!(error = %e, "cannot read the alert outbox"),
-        }
+        let replay = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                match ctx.alerts.replay_outbox(&ctx.store).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(notices = n, "re-sent alert notices left in the outbox")
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot read the alert outbox"),
+                }
+            })
+        };
         let mut loops = Vec::new();
         if options.scheduler {
             loops.push(tokio::spawn(scheduler::run(ctx.clone())));
@@ -374,6 +381,7 @@ impl BoundService {
         ctx.heartbeats.stop().await;
         loops.push(engine);
         loops.push(dispatcher);
+        replay.abort();
         for task in loops {
             if let Err(e) = task.await {
                 tracing::error!(error = %e, "background loop ended abnormally");

@@ -148,14 +148,27 @@ impl Alerts {
         }
     }
 
-    /// Queues the notices left in the outbox (at start); returns how many.
+    /// Queues a notice, waiting for room in the queue.
+    async fn enqueue_waiting(&self, outbox_id: Option<i64>, notice: AlertNotice) -> bool {
+        self.pending.count.fetch_add(1, Ordering::AcqRel);
+        if self.tx.send(Queued { outbox_id, notice }).await.is_err() {
+            self.pending.done();
+            return false;
+        }
+        true
+    }
+
+    /// Queues the notices left in the outbox (at start, waiting for room in the queue
+    /// as they are delivered); returns how many.
     pub async fn replay_outbox(&self, store: &Store) -> Result<usize, StoreError> {
         let pending = store.pending_notices(MAX_REPLAY).await?;
         let mut queued = 0;
         for record in pending {
             match serde_json::from_value::<AlertNotice>(record.notice) {
                 Ok(notice) => {
-                    self.enqueue(Some(record.id), notice);
+                    if !self.enqueue_waiting(Some(record.id), notice).await {
+                        break;
+                    }
                     queued += 1;
                 }
                 Err(e) => {

@@ -193,7 +193,11 @@ pub async fn send(
             request = request.body(body.clone());
         }
         async move {
-            let response = request.send().await.map_err(DeliveryError::Request)?;
+            // Without the URL: it can hold a token, and errors are logged.
+            let response = request
+                .send()
+                .await
+                .map_err(|e| DeliveryError::Request(e.without_url()))?;
             let status = response.status();
             if status.is_success() {
                 Ok(())

@@ -1,7 +1,9 @@
 //! `/v1/checks`: create and update checks of every type the public API knows
 //! (`/v1/checks/<type>` from [`CHECK_KINDS`], plus the generic `POST /v1/checks` and
 //! `PUT /v1/checks/{id}`), list with filters, read and delete. Answers show the stored
-//! document with hidden environment variable values masked.
+//! document with hidden environment variable values masked. Heartbeat checks are
+//! created and updated by `api::heartbeats` (the generic routes hand them over) and
+//! shown with their ping URL and alert channel subscriptions.
 
 use std::collections::HashSet;
 

@@ -152,25 +152,30 @@ async fn ensure_channels(
     Ok(())
 }
 
-/// Creates a heartbeat check. Without `alertChannelSubscriptions` in the body it is
+/// A stored heartbeat check with its alert channel subscriptions.
+pub type StoredHeartbeat = (CheckRecord, Vec<CheckSubscription>);
+
+/// Creates a heartbeat check of `account_id` from an API body (the deploy endpoint
+/// calls this too). Without `alertChannelSubscriptions` in the body the check is
 /// subscribed to every channel of the account when `auto_assign` (the reference's
-/// `autoAssignAlerts`, default true), else to the channels with `autoSubscribe`.
-pub async fn create(
+/// `autoAssignAlerts`, default true), else to the channels with `autoSubscribe`. The
+/// engine knows the monitor when this returns.
+pub async fn create_heartbeat_check(
     ctx: &AppState,
-    auth: &ApiAuth,
+    account_id: Uuid,
     body: Value,
     auto_assign: bool,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<StoredHeartbeat, ApiError> {
     let token = new_token();
     let hb = normalize_heartbeat(body, None, &token)?;
     let subs = match &hb.subscriptions {
         Some(subs) => {
-            ensure_channels(ctx, auth.account_id, subs).await?;
+            ensure_channels(ctx, account_id, subs).await?;
             subs.clone()
         }
         None => ctx
             .store
-            .auto_subscribed_channels(auth.account_id, auto_assign)
+            .auto_subscribed_channels(account_id, auto_assign)
             .await?
             .into_iter()
             .map(|channel_id| CheckSubscription {
@@ -183,7 +188,7 @@ pub async fn create(
     let stored = ctx
         .store
         .insert_heartbeat_check(
-            auth.account_id,
+            account_id,
             id,
             &hb.check,
             &HeartbeatWrite {
@@ -195,20 +200,18 @@ pub async fn create(
         )
         .await?;
     ctx.heartbeats.reload(id).await;
-    Ok((
-        StatusCode::CREATED,
-        Json(heartbeat_check_json(&ctx.ping_url, &stored, &subs)),
-    ))
+    Ok((stored, subs))
 }
 
-/// Updates a heartbeat check (`existing` is it, as stored).
-pub async fn update(
+/// Updates a heartbeat check (`existing`, as stored) from an API body: top-level fields
+/// replace, the ping token is kept. The engine applies the change (a new period
+/// restarts a running timer) before this returns.
+pub async fn update_heartbeat_check(
     ctx: &AppState,
-    auth: &ApiAuth,
     existing: CheckRecord,
     body: Value,
-) -> Result<Json<Value>, ApiError> {
-    let id = existing.id;
+) -> Result<StoredHeartbeat, ApiError> {
+    let (id, account_id) = (existing.id, existing.account_id);
     let Some(row) = ctx.store.heartbeat_row(id).await? else {
         return Err(ApiError::internal(&format!(
             "heartbeat check {id} has no heartbeat row"
@@ -216,12 +219,12 @@ pub async fn update(
     };
     let hb = normalize_heartbeat(body, Some(&existing.document), &row.token)?;
     if let Some(subs) = &hb.subscriptions {
-        ensure_channels(ctx, auth.account_id, subs).await?;
+        ensure_channels(ctx, account_id, subs).await?;
     }
     let Some(stored) = ctx
         .store
         .update_heartbeat_check(
-            auth.account_id,
+            account_id,
             id,
             &hb.check,
             periods(&hb.config),
@@ -235,10 +238,39 @@ pub async fn update(
     ctx.heartbeats.reload(id).await;
     let subs = ctx
         .store
-        .check_subscriptions(auth.account_id, &[id])
+        .check_subscriptions(account_id, &[id])
         .await?
         .remove(&id)
         .unwrap_or_default();
+    Ok((stored, subs))
+}
+
+/// `POST /v1/checks/heartbeat` (and the generic create): 201 with the check.
+pub async fn create(
+    ctx: &AppState,
+    auth: &ApiAuth,
+    body: Value,
+    auto_assign: bool,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (stored, subs) = create_heartbeat_check(ctx, auth.account_id, body, auto_assign).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(heartbeat_check_json(&ctx.ping_url, &stored, &subs)),
+    ))
+}
+
+/// `PUT /v1/checks/heartbeat/{id}` (and the generic update) of the account's check
+/// `existing`.
+pub async fn update(
+    ctx: &AppState,
+    auth: &ApiAuth,
+    existing: CheckRecord,
+    body: Value,
+) -> Result<Json<Value>, ApiError> {
+    if existing.account_id != auth.account_id {
+        return Err(ApiError::not_found("No such check."));
+    }
+    let (stored, subs) = update_heartbeat_check(ctx, existing, body).await?;
     Ok(Json(heartbeat_check_json(&ctx.ping_url, &stored, &subs)))
 }
 

@@ -20,7 +20,7 @@ use crate::service::clock::Clock;
 use crate::service::store::{NewEvent, NoticeWrite, Store, StoreError, to_time};
 
 /// Most commands taken from the queue for one batch.
-pub const MAX_BATCH: usize = 4096;
+pub const MAX_BATCH: usize = 1024;
 /// Pause after a failed commit before the engine tries again.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
@@ -224,9 +224,10 @@ impl Engine {
             return;
         };
         let fx = m.on_ping(ping.at);
-        let m = m.clone();
-        if let Some(deadline) = fx.failed_at {
-            failure(batch, &m, deadline);
+        // A copy only when a notice or a FAILING event needs the monitor.
+        let snapshot = (fx.failed_at.is_some() || fx.recovered).then(|| m.clone());
+        if let (Some(deadline), Some(m)) = (fx.failed_at, &snapshot) {
+            failure(batch, m, deadline);
         }
         let event = NewEvent {
             id: event_id(ping.at),
@@ -238,9 +239,9 @@ impl Engine {
             user_agent: ping.user_agent,
             body: ping.body,
         };
-        if fx.recovered && !m.muted {
+        if let Some(m) = snapshot.as_ref().filter(|m| fx.recovered && !m.muted) {
             batch.notices.push(notice(
-                &m,
+                m,
                 NoticeKind::AlertRecovery,
                 event.id,
                 fx.state,

@@ -9,6 +9,15 @@
 //! - `stats`: success ratios of the events endpoints;
 //! - this file: the handle the API and the ping address talk to the engine through,
 //!   and the ping tokens.
+//!
+//! Rules (see `model::heartbeat` for the timer and the event states): a monitor alerts
+//! once per failure (a FAILING event at the missed deadline, and a notice to its
+//! channels unless muted); the next ping is LATE and sends a recovery notice. Pings of
+//! a deactivated monitor are recorded (RECEIVED) but start no timer; deactivation ends
+//! a failure without a notice, and a reactivated monitor waits for its first ping. A
+//! changed period restarts a running timer at the time of the change; other changes
+//! (grace, name, muted) keep it. At start the engine alerts at once for deadlines
+//! that passed while the service was down.
 
 pub mod doc;
 pub mod engine;

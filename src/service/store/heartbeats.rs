@@ -232,6 +232,7 @@ impl Store {
 
     /// Commits the work of one engine batch in one transaction: new events, timer
     /// columns, and alert notices (returns the outbox ids of the notices, in order).
+    /// Events and timers of checks deleted meanwhile are skipped.
     pub async fn commit_heartbeats(
         &self,
         events: &[NewEvent],
@@ -246,7 +247,9 @@ impl Store {
                  SELECT e.value ->> 'id', e.value ->> 'checkId', e.value ->> 'state',
                         e.value ->> 'ts', e.value ->> 'method', e.value ->> 'source',
                         e.value ->> 'userAgent', e.value ->> 'body'
-                   FROM json_each(?) e",
+                   FROM json_each(?) e
+                  -- A check deleted while its pings were in flight: drop them.
+                  WHERE EXISTS (SELECT 1 FROM checks c WHERE c.id = e.value ->> 'checkId')",
             )
             .bind(rows::to_json(&events, "heartbeat_events")?)
             .execute(&mut *tx)
