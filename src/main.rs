@@ -70,6 +70,9 @@ struct ServeArgs {
     #[arg(long, env = "OUTPOST_LEASE_TTL_SECS", default_value_t = 15,
           value_parser = clap::value_parser!(u64).range(2..=600))]
     lease_ttl_secs: u64,
+    /// Base URL of heartbeat ping addresses (default: <public url>/ping).
+    #[arg(long, env = "OUTPOST_PING_URL")]
+    ping_url: Option<url::Url>,
 }
 
 impl ServeArgs {
@@ -79,6 +82,8 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             public_url: self.public_url.clone(),
             lease_ttl: Duration::from_secs(self.lease_ttl_secs),
+            // Default: <public url>/ping. A --ping-url flag (OUTPOST_PING_URL) belongs here.
+            ping_url: self.ping_url.clone(),
         }
     }
 }

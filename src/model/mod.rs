@@ -4,6 +4,7 @@
 //! Executors and the service both depend on this module and on nothing of each other.
 
 pub mod check;
+pub mod heartbeat;
 pub mod jsonpath;
 pub mod result;
 pub mod session;
@@ -13,6 +14,7 @@ pub use check::{
     CheckType, Comparison, EnvironmentVariable, HttpMethod, IpFamily, KeyValue, Pool,
     UrlMonitorSpec, UrlRequest, ValidationError,
 };
+pub use heartbeat::{HeartbeatConfig, HeartbeatState, TimeUnit};
 pub use result::{
     ArtifactRef, AssertionResult, Diagnostics, ErrorKind, HttpRequestSummary, HttpResponseSummary,
     RunError, RunResult, RunStatus, TimingPhases,

@@ -30,7 +30,7 @@ pub const MAX_TAG_LEN: usize = 255;
 pub const MAX_LOCATIONS: usize = 50;
 
 /// Fields the server sets; ignored when a client sends them.
-const SERVER_FIELDS: [&str; 3] = ["id", "created_at", "updated_at"];
+pub(crate) const SERVER_FIELDS: [&str; 3] = ["id", "created_at", "updated_at"];
 
 /// How often a check runs, in milliseconds.
 pub fn interval_ms(frequency: i64, frequency_offset: Option<i64>) -> i64 {
@@ -193,7 +193,11 @@ pub fn normalize_check(
     })
 }
 
-fn bool_field(doc: &mut Map<String, Value>, field: &str, default: bool) -> Result<(), ApiError> {
+pub(crate) fn bool_field(
+    doc: &mut Map<String, Value>,
+    field: &str,
+    default: bool,
+) -> Result<(), ApiError> {
     match doc.get(field) {
         None | Some(Value::Null) => {
             doc.insert(field.into(), Value::Bool(default));
@@ -205,7 +209,7 @@ fn bool_field(doc: &mut Map<String, Value>, field: &str, default: bool) -> Resul
 }
 
 /// A list of non-empty strings (default empty).
-fn string_list(
+pub(crate) fn string_list(
     doc: &mut Map<String, Value>,
     field: &str,
     max: usize,

@@ -4,6 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::alerts::Alerts;
+use super::clock::Clock;
+use super::heartbeats::Heartbeats;
 use super::hub::Hub;
 use super::store::Store;
 use crate::shutdown::Shutdown;
@@ -21,6 +24,14 @@ pub struct Ctx {
     pub max_artifact_bytes: u64,
     /// Fires when the service starts draining: long-polls and waits return at once.
     pub stop: Shutdown,
+    /// The time of heartbeat pings, timers and event queries.
+    pub clock: Arc<dyn Clock>,
+    /// Base of ping addresses (`<ping_url>/<token>`), without a trailing slash.
+    pub ping_url: String,
+    /// The heartbeat engine.
+    pub heartbeats: Heartbeats,
+    /// The alert queue.
+    pub alerts: Alerts,
 }
 
 /// The axum state.

@@ -7,6 +7,11 @@
 //! - `auth`, `keys`: API and agent keys (hashed at rest);
 //! - `sessions`, `hub`: session views, trigger selection, completion waits, wake-ups;
 //! - `scheduler`, `reaper`: the background loops;
+//! - `heartbeats/`, `ping`: heartbeat monitors (documents, the engine that owns their
+//!   timers and records pings by group commit, success ratios) and their ping address;
+//! - `alerts/`: alert channels, notices and their delivery (webhooks with retries and
+//!   signatures), fed by a bounded queue and a durable outbox;
+//! - `clock`: the time of heartbeats (the system clock, or a manual one in tests);
 //! - `check_doc`, `check_kinds`, `check_secrets`: validation and normalization of check
 //!   documents of every type, the per-type routes and defaults, hidden variable values;
 //! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration.
@@ -14,16 +19,20 @@
 pub mod admin;
 pub mod agent_api;
 pub mod agent_artifacts;
+pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod bootstrap;
 pub mod check_doc;
 pub mod check_kinds;
 pub mod check_secrets;
+pub mod clock;
 pub mod context;
 pub mod errors;
+pub mod heartbeats;
 pub mod hub;
 pub mod keys;
+pub mod ping;
 pub mod reaper;
 pub mod scheduler;
 pub mod sessions;
@@ -38,7 +47,11 @@ use chrono::{DateTime, Utc};
 use tokio::net::TcpListener;
 
 use crate::shutdown::Shutdown;
+use alerts::{Alerts, AlertsError, DeliveryPolicy, Dispatcher};
+use clock::{Clock, SystemClock};
 use context::Ctx;
+use heartbeats::Heartbeats;
+use heartbeats::engine::Engine;
 use hub::Hub;
 use store::{ReapReport, Store, StoreError, now_ms};
 
@@ -51,6 +64,9 @@ pub struct ServeConfig {
     pub public_url: Option<url::Url>,
     /// How long a job lease lives without renewal.
     pub lease_ttl: Duration,
+    /// Base URL of heartbeat ping addresses (`<ping_url>/<token>`); defaults to
+    /// `<public url>/ping`, which this process serves.
+    pub ping_url: Option<url::Url>,
 }
 
 /// Which background loops `serve` runs (tests switch them off to drive them by hand
@@ -69,6 +85,24 @@ impl Default for ServeOptions {
             scheduler: true,
             reaper: true,
             max_artifact_bytes: crate::protocol::MAX_ARTIFACT_BYTES,
+        }
+    }
+}
+
+/// Parts of the service that tests (or embedders) replace.
+#[derive(Clone)]
+pub struct ServeExtras {
+    /// The time of heartbeat pings, timers and event queries.
+    pub clock: Arc<dyn Clock>,
+    /// Retries and limits of alert deliveries.
+    pub alert_delivery: DeliveryPolicy,
+}
+
+impl Default for ServeExtras {
+    fn default() -> Self {
+        ServeExtras {
+            clock: Arc::new(SystemClock),
+            alert_delivery: DeliveryPolicy::default(),
         }
     }
 }
@@ -94,6 +128,8 @@ pub enum ServiceError {
     Io(#[from] std::io::Error),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Alerts(#[from] AlertsError),
     #[error("credentials file {path}: {source}")]
     Credentials {
         path: PathBuf,
@@ -118,6 +154,8 @@ pub struct BoundService {
     listener: TcpListener,
     addr: SocketAddr,
     options: ServeOptions,
+    engine: Engine,
+    dispatcher: Dispatcher,
 }
 
 /// A handle on a bound or running service, for tests and embedding: the store and
@@ -156,6 +194,22 @@ impl ServiceHandle {
     pub async fn run_reaper(&self, now: DateTime<Utc>) -> Result<ReapReport, StoreError> {
         reaper::tick(&self.ctx, now.timestamp_millis()).await
     }
+
+    /// Base URL of ping addresses (without a trailing slash).
+    pub fn ping_url(&self) -> &str {
+        &self.ctx.ping_url
+    }
+
+    /// Resolves once the heartbeat engine has processed everything sent to it before
+    /// and every deadline due at its clock's current time.
+    pub async fn heartbeats_settled(&self) {
+        self.ctx.heartbeats.sync().await
+    }
+
+    /// Resolves once no alert notice is queued or being delivered.
+    pub async fn alerts_idle(&self) {
+        self.ctx.alerts.idle().await
+    }
 }
 
 /// The bound address as a client can reach it: a wildcard address (0.0.0.0, ::) is
@@ -184,6 +238,15 @@ impl BoundService {
         config: ServeConfig,
         options: ServeOptions,
     ) -> Result<BoundService, ServiceError> {
+        BoundService::bind_with_extras(config, options, ServeExtras::default()).await
+    }
+
+    /// [`BoundService::bind_with`] with a chosen clock and alert delivery policy.
+    pub async fn bind_with_extras(
+        config: ServeConfig,
+        options: ServeOptions,
+        extras: ServeExtras,
+    ) -> Result<BoundService, ServiceError> {
         tokio::fs::create_dir_all(&config.data_dir)
             .await
             .map_err(|source| ServiceError::DataDir {
@@ -208,6 +271,19 @@ impl BoundService {
             Some(u) => u.as_str().trim_end_matches('/').to_owned(),
             None => format!("http://{}", reachable(addr)),
         };
+        let ping_url = match &config.ping_url {
+            Some(u) => u.as_str().trim_end_matches('/').to_owned(),
+            None => format!("{public_url}{}", ping::PING_PATH),
+        };
+        let (alerts, dispatcher) = Alerts::new(store.clone(), extras.alert_delivery)?;
+        let (heartbeats, commands) = Heartbeats::channel();
+        let engine = Engine::load(
+            store.clone(),
+            extras.clock.clone(),
+            alerts.clone(),
+            commands,
+        )
+        .await?;
         let ctx = Arc::new(Ctx {
             store,
             hub: Hub::new(),
@@ -218,12 +294,18 @@ impl BoundService {
                 .max_artifact_bytes
                 .min(crate::protocol::MAX_ARTIFACT_BYTES),
             stop: Shutdown::new(),
+            clock: extras.clock,
+            ping_url,
+            heartbeats,
+            alerts,
         });
         Ok(BoundService {
             ctx,
             listener,
             addr,
             options,
+            engine,
+            dispatcher,
         })
     }
 
@@ -258,8 +340,24 @@ impl BoundService {
             ctx,
             listener,
             options,
+            engine,
+            dispatcher,
             ..
         } = self;
+        let engine = tokio::spawn(engine.run());
+        let dispatcher = tokio::spawn(dispatcher.run(ctx.stop.clone()));
+        let replay = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                match ctx.alerts.replay_outbox(&ctx.store).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(notices = n, "re-sent alert notices left in the outbox")
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot read the alert outbox"),
+                }
+            })
+        };
         let mut loops = Vec::new();
         if options.scheduler {
             loops.push(tokio::spawn(scheduler::run(ctx.clone())));
@@ -279,6 +377,11 @@ impl BoundService {
             .with_graceful_shutdown(drained)
             .await;
         ctx.stop.trigger();
+        // Every request is answered: the engine finishes what is queued and ends.
+        ctx.heartbeats.stop().await;
+        loops.push(engine);
+        loops.push(dispatcher);
+        replay.abort();
         for task in loops {
             if let Err(e) = task.await {
                 tracing::error!(error = %e, "background loop ended abnormally");

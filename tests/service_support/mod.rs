@@ -59,6 +59,7 @@ pub fn config(dir: &std::path::Path, lease_ttl: Duration) -> ServeConfig {
         data_dir: dir.to_owned(),
         public_url: None,
         lease_ttl,
+        ping_url: None,
     }
 }
 

@@ -1,7 +1,9 @@
 //! `/v1/checks`: create and update checks of every type the public API knows
 //! (`/v1/checks/<type>` from [`CHECK_KINDS`], plus the generic `POST /v1/checks` and
 //! `PUT /v1/checks/{id}`), list with filters, read and delete. Answers show the stored
-//! document with hidden environment variable values masked.
+//! document with hidden environment variable values masked. Heartbeat checks are
+//! created and updated by `api::heartbeats` (the generic routes hand them over) and
+//! shown with their ping URL and alert channel subscriptions.
 
 use std::collections::HashSet;
 
@@ -14,6 +16,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::extract::{ApiJson, Paging, parse_id};
+use super::heartbeats;
 use crate::model::CheckType;
 use crate::service::auth::ApiAuth;
 use crate::service::check_doc::{
@@ -125,6 +128,7 @@ async fn create(
 async fn create_any(
     State(ctx): State<AppState>,
     auth: ApiAuth,
+    RawQuery(raw): RawQuery,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let check_type = match body.get("checkType") {
@@ -134,6 +138,10 @@ async fn create_any(
         })?,
         Some(_) => return Err(ApiError::invalid("checkType", "must be a string")),
     };
+    if check_type == CheckType::Heartbeat {
+        let auto_assign = heartbeats::auto_assign_alerts(raw.as_deref())?;
+        return heartbeats::create(&ctx, &auth, body, auto_assign).await;
+    }
     create(&ctx, &auth, check_type, body).await
 }
 
@@ -164,8 +172,12 @@ async fn update(
         && existing.check_type != route_type
     {
         let generic = format!("/v1/checks/{id}");
-        let route = kind_of(existing.check_type)
-            .map(|k| format!("/v1/checks/{}/{id} or {generic}", k.segment))
+        let segment = match existing.check_type {
+            CheckType::Heartbeat => Some("heartbeat"),
+            other => kind_of(other).map(|k| k.segment),
+        };
+        let route = segment
+            .map(|s| format!("/v1/checks/{s}/{id} or {generic}"))
             .unwrap_or(generic);
         return Err(ApiError::invalid(
             "checkType",
@@ -174,6 +186,9 @@ async fn update(
                 existing.check_type
             ),
         ));
+    }
+    if existing.check_type == CheckType::Heartbeat {
+        return heartbeats::update(ctx, auth, existing, body).await;
     }
     let slugs = known_slugs(ctx, auth.account_id).await?;
     let check = normalize_check(existing.check_type, body, Some(&existing.document), &slugs)?;
@@ -281,7 +296,9 @@ async fn list(
         .store
         .list_checks_matching(auth.account_id, &filter, limit, offset)
         .await?;
-    Ok(Json(Value::Array(checks.iter().map(check_json).collect())))
+    Ok(Json(Value::Array(
+        render_checks(&ctx, auth.account_id, &checks).await?,
+    )))
 }
 
 async fn get_one(
@@ -291,9 +308,44 @@ async fn get_one(
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id, "id")?;
     match ctx.store.get_check(auth.account_id, id).await? {
-        Some(c) => Ok(Json(check_json(&c))),
+        Some(c) => {
+            let mut shown = render_checks(&ctx, auth.account_id, std::slice::from_ref(&c)).await?;
+            Ok(Json(shown.pop().unwrap_or(Value::Null)))
+        }
         None => Err(ApiError::not_found("No such check.")),
     }
+}
+
+/// Checks as the API shows them: [`check_json`], and for heartbeat checks their ping
+/// URL and alert channel subscriptions.
+async fn render_checks(
+    ctx: &AppState,
+    account_id: Uuid,
+    checks: &[CheckRecord],
+) -> Result<Vec<Value>, ApiError> {
+    let heartbeat_ids: Vec<Uuid> = checks
+        .iter()
+        .filter(|c| c.check_type == CheckType::Heartbeat)
+        .map(|c| c.id)
+        .collect();
+    let subs = if heartbeat_ids.is_empty() {
+        Default::default()
+    } else {
+        ctx.store
+            .check_subscriptions(account_id, &heartbeat_ids)
+            .await?
+    };
+    Ok(checks
+        .iter()
+        .map(|c| {
+            if c.check_type == CheckType::Heartbeat {
+                let s = subs.get(&c.id).map(Vec::as_slice).unwrap_or(&[]);
+                heartbeats::heartbeat_check_json(&ctx.ping_url, c, s)
+            } else {
+                check_json(c)
+            }
+        })
+        .collect())
 }
 
 async fn delete(
@@ -305,6 +357,7 @@ async fn delete(
     let Some(sessions) = ctx.store.delete_check(auth.account_id, id).await? else {
         return Err(ApiError::not_found("No such check."));
     };
+    ctx.heartbeats.remove(id).await;
     for session in sessions {
         let dir = ctx.data_dir.join("artifacts").join(session.to_string());
         if let Err(e) = tokio::fs::remove_dir_all(&dir).await

@@ -1,11 +1,14 @@
-//! The HTTP surface: the public API (`/v1`, `/v2`, one router file per resource) and
-//! the agent API (`/agent/v1`), with JSON error bodies for every failure including
+//! The HTTP surface: the public API (`/v1`, `/v2`, one router file per resource), the
+//! ping address of heartbeats (`/ping`, see `service::ping`) and the agent API
+//! (`/agent/v1`), with JSON error bodies for every failure including
 //! unknown routes, wrong methods and axum's own rejections.
 
+pub mod alert_channels;
 pub mod check_results;
 pub mod check_sessions;
 pub mod checks;
 pub mod extract;
+pub mod heartbeats;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -22,9 +25,12 @@ pub fn router(ctx: AppState) -> Router {
         .merge(checks::routes())
         .merge(check_sessions::routes())
         .merge(check_results::routes())
+        .merge(heartbeats::routes())
+        .merge(alert_channels::routes())
         .layer(DefaultBodyLimit::max(MAX_PUBLIC_BODY_BYTES));
     Router::new()
         .merge(public)
+        .merge(super::ping::routes())
         .merge(super::agent_api::routes())
         .fallback(not_found_route)
         .method_not_allowed_fallback(method_not_allowed)

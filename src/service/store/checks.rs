@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
+use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
 
@@ -95,26 +96,7 @@ impl Store {
         now: i64,
     ) -> Result<CheckRecord, StoreError> {
         let mut tx = self.writer().begin().await?;
-        sqlx::query(
-            "INSERT INTO checks (id, account_id, check_type, name, activated, frequency,
-                                 frequency_offset, tags, private_locations, document,
-                                 created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(id.to_string())
-        .bind(account_id.to_string())
-        .bind(check.check_type.as_str())
-        .bind(&check.name)
-        .bind(check.activated)
-        .bind(check.frequency)
-        .bind(check.frequency_offset)
-        .bind(rows::to_json(&check.tags, "checks")?)
-        .bind(rows::to_json(&check.private_locations, "checks")?)
-        .bind(rows::to_json(&check.document, "checks")?)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        insert_check_row(&mut tx, account_id, id, check, now).await?;
         if let Some(s) = schedule {
             sqlx::query(
                 "INSERT INTO check_schedules (check_id, interval_ms, next_run_at) VALUES (?, ?, ?)",
@@ -141,30 +123,9 @@ impl Store {
         now: i64,
     ) -> Result<Option<CheckRecord>, StoreError> {
         let mut tx = self.writer().begin().await?;
-        let row = sqlx::query(
-            "UPDATE checks SET check_type = ?, name = ?, activated = ?, frequency = ?,
-                               frequency_offset = ?, tags = ?, private_locations = ?,
-                               document = ?, updated_at = ?
-              WHERE id = ? AND account_id = ?
-             RETURNING created_at",
-        )
-        .bind(check.check_type.as_str())
-        .bind(&check.name)
-        .bind(check.activated)
-        .bind(check.frequency)
-        .bind(check.frequency_offset)
-        .bind(rows::to_json(&check.tags, "checks")?)
-        .bind(rows::to_json(&check.private_locations, "checks")?)
-        .bind(rows::to_json(&check.document, "checks")?)
-        .bind(now)
-        .bind(id.to_string())
-        .bind(account_id.to_string())
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
+        let Some(created_at) = update_check_row(&mut tx, account_id, id, check, now).await? else {
             return Ok(None);
         };
-        let created_at: i64 = row.try_get("created_at")?;
         match schedule {
             Some(s) => {
                 sqlx::query(
@@ -344,7 +305,72 @@ impl Store {
     }
 }
 
-fn record(
+/// Inserts the row of a new check inside a transaction.
+pub(super) async fn insert_check_row(
+    conn: &mut SqliteConnection,
+    account_id: Uuid,
+    id: Uuid,
+    check: &CheckWrite,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO checks (id, account_id, check_type, name, activated, frequency,
+                             frequency_offset, tags, private_locations, document,
+                             created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(id.to_string())
+    .bind(account_id.to_string())
+    .bind(check.check_type.as_str())
+    .bind(&check.name)
+    .bind(check.activated)
+    .bind(check.frequency)
+    .bind(check.frequency_offset)
+    .bind(rows::to_json(&check.tags, "checks")?)
+    .bind(rows::to_json(&check.private_locations, "checks")?)
+    .bind(rows::to_json(&check.document, "checks")?)
+    .bind(now)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Replaces the fields of a check's row inside a transaction; returns its creation
+/// time, or `None` when the account has no such check.
+pub(super) async fn update_check_row(
+    conn: &mut SqliteConnection,
+    account_id: Uuid,
+    id: Uuid,
+    check: &CheckWrite,
+    now: i64,
+) -> Result<Option<i64>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE checks SET check_type = ?, name = ?, activated = ?, frequency = ?,
+                           frequency_offset = ?, tags = ?, private_locations = ?,
+                           document = ?, updated_at = ?
+          WHERE id = ? AND account_id = ?
+         RETURNING created_at",
+    )
+    .bind(check.check_type.as_str())
+    .bind(&check.name)
+    .bind(check.activated)
+    .bind(check.frequency)
+    .bind(check.frequency_offset)
+    .bind(rows::to_json(&check.tags, "checks")?)
+    .bind(rows::to_json(&check.private_locations, "checks")?)
+    .bind(rows::to_json(&check.document, "checks")?)
+    .bind(now)
+    .bind(id.to_string())
+    .bind(account_id.to_string())
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(|r| r.try_get::<i64, _>("created_at"))
+        .transpose()
+        .map_err(StoreError::from)
+}
+
+pub(super) fn record(
     id: Uuid,
     account_id: Uuid,
     check: &CheckWrite,

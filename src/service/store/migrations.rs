@@ -9,8 +9,14 @@ use sqlx::SqlitePool;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 /// Every migration, in order: (version, description, SQL).
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "init", include_str!("../../../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "init", include_str!("../../../migrations/0001_init.sql")),
+    (
+        2,
+        "heartbeats",
+        include_str!("../../../migrations/0002_heartbeats.sql"),
+    ),
+];
 
 /// The compiled-in migrations as a sqlx migration source.
 #[derive(Debug)]

@@ -6,8 +6,10 @@
 //! result batch or a trigger is a handful of statements however many rows it touches.
 
 mod accounts;
+mod alerts;
 mod artifacts;
 mod checks;
+mod heartbeats;
 mod jobs;
 mod locations;
 mod migrations;
@@ -16,8 +18,16 @@ mod rows;
 mod sessions;
 
 pub use accounts::{Account, ApiKeyInfo};
+pub use alerts::{
+    ChannelRecord, ChannelWrite, CheckSubscription, OutboxRecord, SubscriptionRecord,
+    SubscriptionWrite,
+};
 pub use artifacts::{ArtifactRecord, ArtifactTarget};
 pub use checks::{CheckFilter, CheckRecord, CheckWrite, ScheduleWrite};
+pub use heartbeats::{
+    EventCounts, EventRecord, HeartbeatPeriods, HeartbeatRow, HeartbeatWrite, NewEvent,
+    NoticeWrite, TimerWrite,
+};
 pub use jobs::{LeaseGrant, MAX_LEASE_BATCH, MAX_SUBMIT_BATCH, ReapReport, SubmitReport};
 pub use locations::{
     LocationAuth, LocationKeyInfo, MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, valid_slug,

@@ -388,7 +388,8 @@ impl Store {
         let mut sessions = Vec::new();
         for r in &found {
             let c = candidate_from_row(r)?;
-            if !select(&c) {
+            // Heartbeat monitors are passive: nothing runs them.
+            if c.check_type == CheckType::Heartbeat || !select(&c) {
                 continue;
             }
             let locations = resolve_locations(&c.private_locations, &by_slug);
