@@ -417,6 +417,7 @@ async fn metrics(
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
+    let record = owned(&ctx, &auth, &id).await?;
     let mut from = None;
     let mut to = None;
     for (key, value) in url::form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
@@ -435,7 +436,6 @@ async fn metrics(
     if now.saturating_sub(from) > MAX_METRICS_WINDOW_MS {
         return Err(ApiError::invalid("from", "must be less than 15 days ago"));
     }
-    let record = owned(&ctx, &auth, &id).await?;
     let mut out = json!({
         "timestamps": [],
         "queueSize": [],
