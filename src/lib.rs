@@ -1,6 +1,7 @@
 //! Outpost: a self-hosted synthetic-monitoring control plane and private-location agent.
 //! See ARCHITECTURE.md for the code map and the invariants.
 
+pub mod admin_cli;
 pub mod agent;
 pub mod executors;
 pub mod model;

@@ -43,6 +43,8 @@ enum Command {
     Agent(AgentArgs),
     /// Run the control plane and one agent in one process, creating credentials on first start.
     Up(UpArgs),
+    /// Administer tenants (accounts, API keys, private locations, agent keys) in a data directory.
+    Admin(outpost::admin_cli::AdminArgs),
     /// Run one check definition (a JSON file, `-` for stdin) and print its result as JSON.
     /// Exit 0 passed, 1 failed or degraded, 2 bad input.
     Check {
@@ -126,6 +128,7 @@ fn main() -> ExitCode {
                 file,
                 artifacts_dir,
             } => run_check(&file, artifacts_dir.as_deref()).await,
+            Command::Admin(args) => outpost::admin_cli::run(args).await,
             command => match run_daemon(command).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -162,7 +165,7 @@ async fn run_daemon(command: Command) -> anyhow::Result<()> {
             agent::run(config, shutdown).await?;
         }
         Command::Up(args) => run_up(args, shutdown).await?,
-        Command::Check { .. } => unreachable!("handled before"),
+        Command::Check { .. } | Command::Admin(_) => unreachable!("handled before"),
     }
     Ok(())
 }

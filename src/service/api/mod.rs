@@ -9,6 +9,8 @@ pub mod check_sessions;
 pub mod checks;
 pub mod extract;
 pub mod heartbeats;
+pub mod locations;
+pub mod private_locations;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -27,6 +29,8 @@ pub fn router(ctx: AppState) -> Router {
         .merge(check_results::routes())
         .merge(heartbeats::routes())
         .merge(alert_channels::routes())
+        .merge(locations::routes())
+        .merge(private_locations::routes())
         .layer(DefaultBodyLimit::max(MAX_PUBLIC_BODY_BYTES));
     Router::new()
         .merge(public)

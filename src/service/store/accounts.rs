@@ -67,6 +67,24 @@ impl Store {
         .transpose()
     }
 
+    /// Every account, oldest first (for operators).
+    pub async fn list_accounts(&self) -> Result<Vec<Account>, StoreError> {
+        let found =
+            sqlx::query("SELECT id, name, created_at FROM accounts ORDER BY created_at, id")
+                .fetch_all(self.reader())
+                .await?;
+        found
+            .iter()
+            .map(|r| {
+                Ok(Account {
+                    id: rows::uuid(r, "id", "accounts")?,
+                    name: r.try_get("name")?,
+                    created_at: rows::ts(r, "created_at")?,
+                })
+            })
+            .collect()
+    }
+
     /// Creates an API key for the account; the plaintext is returned only here.
     pub async fn create_api_key(
         &self,

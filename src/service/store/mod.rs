@@ -11,6 +11,7 @@ mod artifacts;
 mod checks;
 mod heartbeats;
 mod jobs;
+mod location_usage;
 mod locations;
 mod migrations;
 mod results;
@@ -29,6 +30,7 @@ pub use heartbeats::{
     NoticeWrite, TimerWrite,
 };
 pub use jobs::{LeaseGrant, MAX_LEASE_BATCH, MAX_SUBMIT_BATCH, ReapReport, SubmitReport};
+pub use location_usage::{AgentRecord, LocationDeletion, LocationRecord, QueueStats};
 pub use locations::{
     LocationAuth, LocationKeyInfo, MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, valid_slug,
 };

@@ -1,0 +1,286 @@
+//! `outpost admin` as a real binary on the data directory of a real `outpost serve`:
+//! the accounts, API keys, locations and agent keys it creates authenticate against the
+//! running service, revoked ones stop working, bad input exits 2.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use uuid::Uuid;
+
+use outpost::protocol::{HelloRequest, PROTOCOL_VERSION, paths};
+
+/// A running `outpost serve`, killed on drop.
+struct Serve {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Serve {
+    /// Starts `outpost serve` on 127.0.0.1:0 in `dir` and waits for its address.
+    fn start(dir: &Path) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_outpost"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir)
+            .env("LOG_FORMAT", "json")
+            .env("LOG_LEVEL", "INFO")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start outpost serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent
+                    && let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && v["message"] == "control plane listening"
+                {
+                    let _ = tx.send(v["addr"].as_str().unwrap_or_default().to_owned());
+                    sent = true;
+                }
+            }
+        });
+        let addr = rx.recv().expect("outpost serve logs its address");
+        Serve {
+            child,
+            base: format!("http://{addr}"),
+        }
+    }
+}
+
+fn admin(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_outpost"))
+        .arg("admin")
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .env_remove("OUTPOST_DATA_DIR")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run outpost admin")
+}
+
+/// Runs an admin command that must succeed; returns its JSON answer.
+fn admin_ok(dir: &Path, args: &[&str]) -> Value {
+    let out = admin(dir, args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn str_of<'a>(v: &'a Value, field: &str) -> &'a str {
+    v[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} in {v}"))
+}
+
+async fn list_locations(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    account: &str,
+) -> StatusCode {
+    http.get(format!("{base}/v1/private-locations"))
+        .bearer_auth(key)
+        .header("x-service-account", account)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+async fn hello(http: &reqwest::Client, base: &str, key: &str) -> StatusCode {
+    http.post(format!("{base}{}", paths::HELLO))
+        .bearer_auth(key)
+        .json(&HelloRequest {
+            agent_id: Uuid::new_v4(),
+            agent_version: "test".into(),
+            protocol_version: PROTOCOL_VERSION,
+        })
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn admin_credentials_work_against_a_running_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+
+    // Before the service runs.
+    let account = admin_ok(data, &["create-account", "--name", "Acme"]);
+    let account_id = str_of(&account, "accountId").to_owned();
+    let api_key = str_of(&account, "apiKey").to_owned();
+    assert!(api_key.starts_with("opk_"));
+
+    let serve = Serve::start(data);
+    assert_eq!(
+        list_locations(&http, &serve.base, &api_key, &account_id).await,
+        StatusCode::OK
+    );
+
+    // While it runs: a location whose agent key lets an agent say HELLO.
+    let location = admin_ok(
+        data,
+        &[
+            "create-location",
+            "--account",
+            &account_id,
+            "--name",
+            "Branch Office",
+        ],
+    );
+    assert_eq!(str_of(&location, "slugName"), "branch-office");
+    let agent_key = str_of(&location, "agentKey").to_owned();
+    assert_eq!(hello(&http, &serve.base, &agent_key).await, StatusCode::OK);
+
+    // A second agent key by slug; revoking the first locks its agent out.
+    let second = admin_ok(
+        data,
+        &[
+            "create-location-key",
+            "--account",
+            &account_id,
+            "--location",
+            "branch-office",
+        ],
+    );
+    let second_key = str_of(&second, "agentKey").to_owned();
+    let first_key_id = str_of(&location, "agentKeyId").to_owned();
+    let location_id = str_of(&location, "locationId").to_owned();
+    admin_ok(
+        data,
+        &[
+            "revoke-location-key",
+            "--account",
+            &account_id,
+            "--location",
+            &location_id,
+            "--key-id",
+            &first_key_id,
+        ],
+    );
+    assert_eq!(
+        hello(&http, &serve.base, &agent_key).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(hello(&http, &serve.base, &second_key).await, StatusCode::OK);
+
+    // A third active key is refused as bad input.
+    admin_ok(
+        data,
+        &[
+            "create-location-key",
+            "--account",
+            &account_id,
+            "--location",
+            "branch-office",
+        ],
+    );
+    let refused = admin(
+        data,
+        &[
+            "create-location-key",
+            "--account",
+            &account_id,
+            "--location",
+            "branch-office",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+
+    // Another API key; revoking the first one locks it out.
+    let extra = admin_ok(data, &["create-api-key", "--account", &account_id]);
+    let extra_key = str_of(&extra, "apiKey").to_owned();
+    admin_ok(
+        data,
+        &[
+            "revoke-api-key",
+            "--account",
+            &account_id,
+            "--key-id",
+            str_of(&account, "apiKeyId"),
+        ],
+    );
+    assert_eq!(
+        list_locations(&http, &serve.base, &api_key, &account_id).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        list_locations(&http, &serve.base, &extra_key, &account_id).await,
+        StatusCode::OK
+    );
+
+    // The listing shows the account with masked keys only.
+    let listed = admin_ok(data, &["list-accounts"]);
+    let text = listed.to_string();
+    assert!(text.contains(&account_id));
+    assert!(!text.contains(&extra_key[4..]));
+    assert!(text.contains("branch-office"));
+    drop(serve);
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let unknown = Uuid::new_v4().to_string();
+    for args in [
+        vec!["create-api-key", "--account", unknown.as_str()],
+        vec![
+            "create-location",
+            "--account",
+            unknown.as_str(),
+            "--name",
+            "X",
+        ],
+        vec!["create-account", "--name", "  "],
+        vec![
+            "create-location-key",
+            "--account",
+            "not-a-uuid",
+            "--location",
+            "x",
+        ],
+    ] {
+        let out = admin(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("error:"), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // A slug that no name can make valid is refused too.
+    let account = admin_ok(dir.path(), &["create-account", "--name", "A"]);
+    let out = admin(
+        dir.path(),
+        &[
+            "create-location",
+            "--account",
+            str_of(&account, "accountId"),
+            "--name",
+            "!!!",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--slug"), "{stderr}");
+}
