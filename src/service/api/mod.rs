@@ -9,6 +9,8 @@ pub mod check_sessions;
 pub mod checks;
 pub mod extract;
 pub mod heartbeats;
+pub mod projects;
+pub mod runtimes;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -30,6 +32,8 @@ pub fn router(ctx: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_PUBLIC_BODY_BYTES));
     Router::new()
         .merge(public)
+        .merge(projects::routes())
+        .merge(runtimes::routes())
         .merge(super::ping::routes())
         .merge(super::agent_api::routes())
         .fallback(not_found_route)

@@ -13,6 +13,7 @@ mod heartbeats;
 mod jobs;
 mod locations;
 mod migrations;
+mod projects;
 mod results;
 mod rows;
 mod sessions;
@@ -32,6 +33,7 @@ pub use jobs::{LeaseGrant, MAX_LEASE_BATCH, MAX_SUBMIT_BATCH, ReapReport, Submit
 pub use locations::{
     LocationAuth, LocationKeyInfo, MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, valid_slug,
 };
+pub use projects::{DeploymentRecord, ResourceRecord};
 pub use results::ResultRecord;
 pub use sessions::{CreatedSessions, NewSession, ScheduledRuns, SessionRecord, TriggerCandidate};
 
