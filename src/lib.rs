@@ -2,6 +2,7 @@
 //! See ARCHITECTURE.md for the code map and the invariants.
 
 pub mod agent;
+pub mod deploy;
 pub mod executors;
 pub mod model;
 pub mod protocol;
