@@ -274,12 +274,30 @@ async fn delete_project_removes_its_resources() {
     )
     .await;
     let d = diff(&svc, &id).await;
+    assert_eq!(
+        get(&svc, &format!("/v1/checks/{}", d[1].3.as_str().unwrap()))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let resp = svc
+        .api(Method::DELETE, "/v1/projects/ops?dryRun=true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let dry: Value = resp.json().await.unwrap();
+    assert_eq!(dry["diff"].as_array().unwrap().len(), 2, "{dry}");
     let resp = svc
         .api(Method::DELETE, "/v1/projects/ops")
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["status"], "SUCCEEDED");
+    let deletion = diff(&svc, answer["id"].as_str().unwrap()).await;
+    assert!(deletion.iter().all(|e| e.2 == "DELETE") && deletion.len() == 2);
     let check = d
         .iter()
         .find(|e| e.0 == "check")
@@ -303,6 +321,14 @@ async fn delete_project_removes_its_resources() {
         get(&svc, &format!("/v1/alert-channels/{chan}")).await.0,
         StatusCode::NOT_FOUND
     );
+    // Nothing left: a plain answer, no deployment to follow.
+    let resp = svc
+        .api(Method::DELETE, "/v1/projects/ops")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.json::<Value>().await.unwrap(), json!({"diff": []}));
     // A later deploy of the project creates afresh.
     let again = deploy(&svc, &project(vec![heartbeat("backup", "b", 1)]), false).await;
     assert_eq!(diff(&svc, &again).await[0].2, "CREATE");

@@ -457,15 +457,36 @@ async fn remove_physical(
     Ok(())
 }
 
-/// Deletes every resource of a project; returns how many there were.
-pub async fn destroy(ctx: &AppState, account_id: Uuid, project: &str) -> Result<usize, ApiError> {
+/// Deletes every resource of a project (with `preserve`, only forgets them: they stay
+/// as account-level objects; with `dry_run`, changes nothing); returns the diff.
+pub async fn destroy(
+    ctx: &AppState,
+    account_id: Uuid,
+    project: &str,
+    preserve: bool,
+    dry_run: bool,
+) -> Result<Vec<DiffEntry>, ApiError> {
     let _serial = DEPLOYS.lock().await;
     let existing = ctx.store.project_resources(account_id, project).await?;
+    let diff = existing
+        .iter()
+        .map(|r| DiffEntry {
+            resource_type: r.resource_type.clone(),
+            logical_id: r.logical_id.clone(),
+            physical_id: physical_json(r),
+            action: "DELETE",
+        })
+        .collect();
+    if dry_run {
+        return Ok(diff);
+    }
     for r in &existing {
-        remove_physical(ctx, account_id, &r.resource_type, &r.physical_id).await?;
+        if !preserve {
+            remove_physical(ctx, account_id, &r.resource_type, &r.physical_id).await?;
+        }
         ctx.store
             .delete_project_resource(account_id, project, &r.resource_type, &r.logical_id)
             .await?;
     }
-    Ok(existing.len())
+    Ok(diff)
 }

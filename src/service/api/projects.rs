@@ -1,7 +1,7 @@
 //! Projects of monitoring as code (see `service::projects`): `POST
 //! /v1/projects/deploy?dryRun&scheduleOnDeploy` (a JSON body, plain or gzip),
 //! `GET /v1/projects/{logicalId}/deployments/{id}/events` (server-sent events) and
-//! `DELETE /v1/projects/{logicalId}`.
+//! `DELETE /v1/projects/{logicalId}?preserveResources&dryRun`.
 //!
 //! The body is gzip when `Content-Encoding: gzip` says so or when it starts with the
 //! gzip magic number. Both the body as sent and the decompressed JSON are limited to
@@ -179,12 +179,39 @@ async fn events(
         .into_response())
 }
 
+/// Deletes the project's resources. With something deleted the answer is 202 with a
+/// recorded deployment to follow (`{id, status}`, as the vendor CLI expects); with
+/// nothing to delete (or `dryRun=true`) it is 200 with the diff.
 async fn destroy(
     State(ctx): State<AppState>,
     auth: ApiAuth,
+    RawQuery(raw): RawQuery,
     Path(project): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    let n = projects::destroy(&ctx, auth.account_id, &project).await?;
-    tracing::info!(project = %project, resources = n, "project destroyed");
-    Ok(StatusCode::NO_CONTENT)
+) -> Result<Response, ApiError> {
+    let preserve = flag(raw.as_deref(), "preserveResources", false)?;
+    let dry_run = flag(raw.as_deref(), "dryRun", false)?;
+    let diff = projects::destroy(&ctx, auth.account_id, &project, preserve, dry_run).await?;
+    if dry_run || diff.is_empty() {
+        return Ok(Json(json!({"diff": diff_json(&diff)})).into_response());
+    }
+    let id = Uuid::new_v4();
+    ctx.store
+        .insert_deployment(
+            auth.account_id,
+            &DeploymentRecord {
+                id,
+                project: project.clone(),
+                status: "SUCCEEDED".into(),
+                diff: diff_json(&diff),
+                message: None,
+            },
+            now_ms(),
+        )
+        .await?;
+    tracing::info!(project = %project, deployment = %id, resources = diff.len(), preserve, "project destroyed");
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "status": "SUCCEEDED"})),
+    )
+        .into_response())
 }
