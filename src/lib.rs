@@ -3,6 +3,7 @@
 
 pub mod admin_cli;
 pub mod agent;
+pub mod deploy;
 pub mod executors;
 pub mod model;
 pub mod protocol;

@@ -55,6 +55,20 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         artifacts_dir: Option<PathBuf>,
     },
+    /// Deploy a project file (YAML, TOML or JSON) of heartbeat monitors and alert
+    /// channels; prints `<logical id> <ping URL>` per monitor. Exit 2 bad input, 1
+    /// service errors.
+    Deploy {
+        /// The project file (.yaml, .yml, .toml or .json).
+        file: PathBuf,
+        /// The credentials.json that `outpost up`/`serve` writes; without it
+        /// OUTPOST_API_URL, OUTPOST_API_KEY and OUTPOST_ACCOUNT_ID are read.
+        #[arg(long, value_name = "PATH")]
+        credentials: Option<PathBuf>,
+        /// Print the changes (`<action> <type> <logical id>`) without making them.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(clap::Args, Clone)]
@@ -129,6 +143,22 @@ fn main() -> ExitCode {
                 artifacts_dir,
             } => run_check(&file, artifacts_dir.as_deref()).await,
             Command::Admin(args) => outpost::admin_cli::run(args).await,
+            Command::Deploy {
+                file,
+                credentials,
+                dry_run,
+            } => match outpost::deploy::run(&file, credentials.as_deref(), dry_run).await {
+                Ok(lines) => {
+                    for line in lines {
+                        println!("{line}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(e.exit_code())
+                }
+            },
             command => match run_daemon(command).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -165,7 +195,9 @@ async fn run_daemon(command: Command) -> anyhow::Result<()> {
             agent::run(config, shutdown).await?;
         }
         Command::Up(args) => run_up(args, shutdown).await?,
-        Command::Check { .. } | Command::Admin(_) => unreachable!("handled before"),
+        Command::Check { .. } | Command::Admin(_) | Command::Deploy { .. } => {
+            unreachable!("handled before")
+        }
     }
     Ok(())
 }

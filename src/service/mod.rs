@@ -14,7 +14,8 @@
 //! - `clock`: the time of heartbeats (the system clock, or a manual one in tests);
 //! - `check_doc`, `check_kinds`, `check_secrets`: validation and normalization of check
 //!   documents of every type, the per-type routes and defaults, hidden variable values;
-//! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration.
+//! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration;
+//! - `projects`: monitoring as code (deploys of projects, their diffs).
 
 pub mod admin;
 pub mod agent_api;
@@ -33,6 +34,7 @@ pub mod heartbeats;
 pub mod hub;
 pub mod keys;
 pub mod ping;
+pub mod projects;
 pub mod reaper;
 pub mod scheduler;
 pub mod sessions;

@@ -11,6 +11,8 @@ pub mod extract;
 pub mod heartbeats;
 pub mod locations;
 pub mod private_locations;
+pub mod projects;
+pub mod runtimes;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -34,6 +36,8 @@ pub fn router(ctx: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_PUBLIC_BODY_BYTES));
     Router::new()
         .merge(public)
+        .merge(projects::routes())
+        .merge(runtimes::routes())
         .merge(super::ping::routes())
         .merge(super::agent_api::routes())
         .fallback(not_found_route)

@@ -16,6 +16,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "heartbeats",
         include_str!("../../../migrations/0002_heartbeats.sql"),
     ),
+    (
+        3,
+        "projects",
+        include_str!("../../../migrations/0003_projects.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.

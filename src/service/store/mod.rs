@@ -14,6 +14,7 @@ mod jobs;
 mod location_usage;
 mod locations;
 mod migrations;
+mod projects;
 mod results;
 mod rows;
 mod sessions;
@@ -34,6 +35,7 @@ pub use location_usage::{AgentRecord, LocationDeletion, LocationRecord, QueueSta
 pub use locations::{
     LocationAuth, LocationKeyInfo, MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, valid_slug,
 };
+pub use projects::{DeploymentRecord, ResourceRecord};
 pub use results::ResultRecord;
 pub use sessions::{CreatedSessions, NewSession, ScheduledRuns, SessionRecord, TriggerCandidate};
 
