@@ -2,65 +2,17 @@
 //! the accounts, API keys, locations and agent keys it creates authenticate against the
 //! running service, revoked ones stop working, bad input exits 2.
 
-use std::io::{BufRead, BufReader};
+mod serve_support;
+
+use serve_support::Serve;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 
 use reqwest::StatusCode;
 use serde_json::Value;
 use uuid::Uuid;
 
 use outpost::protocol::{HelloRequest, PROTOCOL_VERSION, paths};
-
-/// A running `outpost serve`, killed on drop.
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    /// Starts `outpost serve` on 127.0.0.1:0 in `dir` and waits for its address.
-    fn start(dir: &Path) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_outpost"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir)
-            .env("LOG_FORMAT", "json")
-            .env("LOG_LEVEL", "INFO")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start outpost serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent
-                    && let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && v["message"] == "control plane listening"
-                {
-                    let _ = tx.send(v["addr"].as_str().unwrap_or_default().to_owned());
-                    sent = true;
-                }
-            }
-        });
-        let addr = rx.recv().expect("outpost serve logs its address");
-        Serve {
-            child,
-            base: format!("http://{addr}"),
-        }
-    }
-}
 
 fn admin(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_outpost"))

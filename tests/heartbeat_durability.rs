@@ -2,69 +2,12 @@
 //! after the answer of its last ping, restarted on the same data directory, and every
 //! answered ping is there.
 
-use std::io::{BufRead, BufReader};
+mod serve_support;
+
+use serve_support::Serve;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 
 use serde_json::{Value, json};
-
-/// A running `outpost serve`, killed when dropped.
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    /// Starts `outpost serve` on 127.0.0.1:0 in `dir` and waits for its address.
-    fn start(dir: &Path) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_outpost"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir)
-            .env("LOG_FORMAT", "json")
-            .env("LOG_LEVEL", "INFO")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start outpost serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        // Reads the log until the address shows, then keeps draining it.
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent
-                    && let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && v["message"] == "control plane listening"
-                {
-                    let _ = tx.send(v["addr"].as_str().unwrap_or_default().to_owned());
-                    sent = true;
-                }
-            }
-        });
-        let addr = rx.recv().expect("outpost serve logs its address");
-        Serve {
-            child,
-            base: format!("http://{addr}"),
-        }
-    }
-
-    /// SIGKILL, no chance to flush anything.
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(!status.success());
-    }
-}
 
 fn credentials(dir: &Path) -> (String, String) {
     let text = std::fs::read_to_string(dir.join("credentials.json")).unwrap();

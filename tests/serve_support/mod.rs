@@ -55,4 +55,12 @@ impl Serve {
             base: format!("http://{addr}"),
         }
     }
+
+    /// SIGKILL, no chance to flush anything.
+    #[allow(dead_code)]
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(!status.success());
+    }
 }
