@@ -479,8 +479,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteClock<'_, S> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+    /// Does nothing: the exchange is over once the response is read, and the
+    /// connection is then closed with a reset (see `super::connect`), not a FIN.
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
