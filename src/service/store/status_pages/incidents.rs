@@ -71,7 +71,8 @@ pub struct Incident {
 
 const INCIDENT_COLUMNS: &str =
     "id, account_id, name, severity, last_update_status, duration, created_at, updated_at";
-const UPDATE_COLUMNS: &str = "id, incident_id, description, status, public_at, notify_subscribers, created_at, updated_at";
+const UPDATE_COLUMNS: &str =
+    "id, incident_id, description, status, public_at, notify_subscribers, created_at, updated_at";
 /// Newest update first.
 const UPDATE_ORDER: &str = "public_at DESC, created_at DESC, id DESC";
 
@@ -386,7 +387,11 @@ impl Store {
     }
 
     /// One incident of the account.
-    pub async fn incident(&self, account_id: Uuid, id: Uuid) -> Result<Option<Incident>, StoreError> {
+    pub async fn incident(
+        &self,
+        account_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<Incident>, StoreError> {
         let mut conn = self.reader().acquire().await?;
         load_incident(&mut conn, account_id, id).await
     }

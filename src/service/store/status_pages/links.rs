@@ -103,7 +103,11 @@ impl Store {
                     id: rows::uuid(r, "id", "status_notifications")?,
                     account_id: rows::uuid(r, "account_id", "status_notifications")?,
                     incident_id: rows::uuid(r, "incident_id", "status_notifications")?,
-                    incident_update_id: rows::uuid(r, "incident_update_id", "status_notifications")?,
+                    incident_update_id: rows::uuid(
+                        r,
+                        "incident_update_id",
+                        "status_notifications",
+                    )?,
                     created_at: rows::ts(r, "created_at")?,
                 })
             })

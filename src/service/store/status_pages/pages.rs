@@ -236,7 +236,11 @@ impl Store {
         let now = now_ms();
         let mut tx = self.writer().begin().await?;
         ensure_free(&mut tx, id, &page.url, page.custom_domain.as_deref()).await?;
-        let all: Vec<Uuid> = page.cards.iter().flat_map(|c| c.service_ids.clone()).collect();
+        let all: Vec<Uuid> = page
+            .cards
+            .iter()
+            .flat_map(|c| c.service_ids.clone())
+            .collect();
         ensure_owned(&mut tx, account_id, &all, "cards").await?;
         let done = sqlx::query(
             "INSERT INTO status_pages (id, account_id, name, url, custom_domain, description,
@@ -282,12 +286,17 @@ impl Store {
             return Ok(None);
         }
         ensure_free(&mut tx, id, &page.url, page.custom_domain.as_deref()).await?;
-        let all: Vec<Uuid> = page.cards.iter().flat_map(|c| c.service_ids.clone()).collect();
+        let all: Vec<Uuid> = page
+            .cards
+            .iter()
+            .flat_map(|c| c.service_ids.clone())
+            .collect();
         ensure_owned(&mut tx, account_id, &all, "cards").await?;
-        let existing = sqlx::query("SELECT id, created_at FROM status_page_cards WHERE page_id = ?")
-            .bind(id.to_string())
-            .fetch_all(&mut *tx)
-            .await?;
+        let existing =
+            sqlx::query("SELECT id, created_at FROM status_page_cards WHERE page_id = ?")
+                .bind(id.to_string())
+                .fetch_all(&mut *tx)
+                .await?;
         let mut kept = HashMap::new();
         for r in &existing {
             kept.insert(

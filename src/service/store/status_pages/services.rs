@@ -157,12 +157,17 @@ impl Store {
         Ok(Listing { entries, next_id })
     }
 
-    async fn service_cursor(&self, account_id: Uuid, id: Uuid) -> Result<(i64, String), StoreError> {
-        let row = sqlx::query("SELECT created_at FROM status_services WHERE account_id = ? AND id = ?")
-            .bind(account_id.to_string())
-            .bind(id.to_string())
-            .fetch_optional(self.reader())
-            .await?;
+    async fn service_cursor(
+        &self,
+        account_id: Uuid,
+        id: Uuid,
+    ) -> Result<(i64, String), StoreError> {
+        let row =
+            sqlx::query("SELECT created_at FROM status_services WHERE account_id = ? AND id = ?")
+                .bind(account_id.to_string())
+                .bind(id.to_string())
+                .fetch_optional(self.reader())
+                .await?;
         match row {
             Some(r) => Ok((r.try_get("created_at")?, id.to_string())),
             None => Err(StoreError::Invalid {

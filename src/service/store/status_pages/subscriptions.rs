@@ -41,7 +41,11 @@ fn subscription_from_row(r: &SqliteRow) -> Result<PageSubscription, StoreError> 
         page_id: rows::uuid(r, "page_id", "status_page_subscriptions")?,
         kind: r.try_get("type")?,
         address: r.try_get("address")?,
-        status: enum_col(&status, SubscriptionStatus::parse, "status_page_subscriptions")?,
+        status: enum_col(
+            &status,
+            SubscriptionStatus::parse,
+            "status_page_subscriptions",
+        )?,
         created_at: rows::ts(r, "created_at")?,
         updated_at: rows::ts(r, "updated_at")?,
     })
