@@ -89,6 +89,9 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Invalid { field, message } => ApiError::invalid(field, message),
             StoreError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
+            StoreError::Conflict { field, message } => {
+                ApiError::new(StatusCode::CONFLICT, format!("{field}: {message}"))
+            }
             e @ (StoreError::SlugTaken(_) | StoreError::TooManyLocationKeys { .. }) => {
                 ApiError::new(StatusCode::CONFLICT, e.to_string())
             }

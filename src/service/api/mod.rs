@@ -13,6 +13,7 @@ pub mod locations;
 pub mod private_locations;
 pub mod projects;
 pub mod runtimes;
+pub mod status_pages;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -33,6 +34,7 @@ pub fn router(ctx: AppState) -> Router {
         .merge(alert_channels::routes())
         .merge(locations::routes())
         .merge(private_locations::routes())
+        .merge(status_pages::routes())
         .layer(DefaultBodyLimit::max(MAX_PUBLIC_BODY_BYTES));
     Router::new()
         .merge(public)

@@ -21,6 +21,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "projects",
         include_str!("../../../migrations/0003_projects.sql"),
     ),
+    (
+        4,
+        "status pages",
+        include_str!("../../../migrations/0004_status_pages.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.

@@ -18,6 +18,7 @@ mod projects;
 mod results;
 mod rows;
 mod sessions;
+mod status_pages;
 
 pub use accounts::{Account, ApiKeyInfo};
 pub use alerts::{
@@ -38,6 +39,13 @@ pub use locations::{
 pub use projects::{DeploymentRecord, ResourceRecord};
 pub use results::ResultRecord;
 pub use sessions::{CreatedSessions, NewSession, ScheduledRuns, SessionRecord, TriggerCandidate};
+pub use status_pages::{
+    BulkOutcome, CardWrite, INCIDENT_UPDATES_SHOWN, Incident, IncidentSeverity, IncidentStatus,
+    IncidentUpdate, IncidentUpdateWrite, IncidentWrite, Listing, MAX_CARDS_PER_PAGE,
+    MAX_SERVICES_PER_CARD, MAX_SERVICES_PER_INCIDENT, MAX_SUBSCRIPTIONS_PER_PAGE,
+    MAX_UPDATES_PER_INCIDENT, PageSubscription, ServiceCheck, ServiceDeletion, StatusCard,
+    StatusNotification, StatusPage, StatusPageWrite, StatusService, SubscriptionStatus,
+};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -76,6 +84,12 @@ pub enum StoreError {
     NotFound(&'static str),
     #[error("invalid {field}: {message}")]
     Invalid {
+        field: &'static str,
+        message: String,
+    },
+    /// The write contradicts what is stored (a name taken, an object still in use).
+    #[error("conflict on {field}: {message}")]
+    Conflict {
         field: &'static str,
         message: String,
     },

@@ -1,0 +1,178 @@
+//! Subscriptions of status pages: email addresses told of incident updates.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use uuid::Uuid;
+
+use super::super::rows;
+use super::super::{Store, StoreError, now_ms};
+use super::pages::page_owned;
+use super::{MAX_SUBSCRIPTIONS_PER_PAGE, SubscriptionStatus, enum_col};
+
+/// The only subscription type of the reference.
+pub const EMAIL: &str = "EMAIL";
+
+/// A subscription of a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageSubscription {
+    pub id: Uuid,
+    pub page_id: Uuid,
+    /// `EMAIL`.
+    pub kind: String,
+    pub address: String,
+    pub status: SubscriptionStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What a bulk creation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BulkOutcome {
+    pub created: usize,
+    /// Addresses the page already had (or that repeat one of the same request).
+    pub skipped: usize,
+}
+
+fn subscription_from_row(r: &SqliteRow) -> Result<PageSubscription, StoreError> {
+    let status: String = r.try_get("status")?;
+    Ok(PageSubscription {
+        id: rows::uuid(r, "id", "status_page_subscriptions")?,
+        page_id: rows::uuid(r, "page_id", "status_page_subscriptions")?,
+        kind: r.try_get("type")?,
+        address: r.try_get("address")?,
+        status: enum_col(
+            &status,
+            SubscriptionStatus::parse,
+            "status_page_subscriptions",
+        )?,
+        created_at: rows::ts(r, "created_at")?,
+        updated_at: rows::ts(r, "updated_at")?,
+    })
+}
+
+impl Store {
+    /// The subscriptions of one of the account's pages, oldest first; `None` if the
+    /// account has no such page.
+    pub async fn page_subscriptions(
+        &self,
+        account_id: Uuid,
+        page_id: Uuid,
+    ) -> Result<Option<Vec<PageSubscription>>, StoreError> {
+        let mut conn = self.reader().acquire().await?;
+        if !page_owned(&mut conn, account_id, page_id).await? {
+            return Ok(None);
+        }
+        let found = sqlx::query(
+            "SELECT id, page_id, type, address, status, created_at, updated_at
+             FROM status_page_subscriptions WHERE page_id = ? ORDER BY created_at, id",
+        )
+        .bind(page_id.to_string())
+        .fetch_all(&mut *conn)
+        .await?;
+        found
+            .iter()
+            .map(subscription_from_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// Subscribes email `addresses` to a page with `status`; addresses already there
+    /// (compared without case) are skipped. `None` if the account has no such page.
+    pub async fn subscribe_to_page(
+        &self,
+        account_id: Uuid,
+        page_id: Uuid,
+        addresses: &[String],
+        status: SubscriptionStatus,
+    ) -> Result<Option<BulkOutcome>, StoreError> {
+        let now = now_ms();
+        let mut tx = self.writer().begin().await?;
+        if !page_owned(&mut tx, account_id, page_id).await? {
+            return Ok(None);
+        }
+        let existing: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM status_page_subscriptions WHERE page_id = ?")
+                .bind(page_id.to_string())
+                .fetch_one(&mut *tx)
+                .await?;
+        let mut created = 0usize;
+        for address in addresses {
+            let key = address.to_lowercase();
+            let done = sqlx::query(
+                "INSERT INTO status_page_subscriptions
+                     (id, page_id, type, address, address_key, status, created_at, updated_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (page_id, type, address_key) DO NOTHING",
+            )
+            .bind(Uuid::new_v4().to_string())
+            .bind(page_id.to_string())
+            .bind(EMAIL)
+            .bind(address)
+            .bind(&key)
+            .bind(status.as_str())
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() > 0 {
+                created += 1;
+            }
+        }
+        let total = existing.saturating_add(i64::try_from(created).unwrap_or(i64::MAX));
+        if total > MAX_SUBSCRIPTIONS_PER_PAGE {
+            return Err(StoreError::Conflict {
+                field: "subscriptions",
+                message: format!(
+                    "a status page has at most {MAX_SUBSCRIPTIONS_PER_PAGE} subscriptions; it has {existing}"
+                ),
+            });
+        }
+        tx.commit().await?;
+        Ok(Some(BulkOutcome {
+            created,
+            skipped: addresses.len() - created,
+        }))
+    }
+
+    /// Deletes a subscription of one of the account's pages; false if unknown.
+    pub async fn delete_page_subscription(
+        &self,
+        account_id: Uuid,
+        page_id: Uuid,
+        subscription_id: Uuid,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM status_page_subscriptions WHERE id = ?1 AND page_id = ?2
+               AND EXISTS (SELECT 1 FROM status_pages WHERE id = ?2 AND account_id = ?3)",
+        )
+        .bind(subscription_id.to_string())
+        .bind(page_id.to_string())
+        .bind(account_id.to_string())
+        .execute(self.writer())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The verified email subscribers of the pages that show a service of incident
+    /// `incident_id` (each address once), for delivering its notifications.
+    pub async fn incident_subscribers(
+        &self,
+        incident_id: Uuid,
+    ) -> Result<Vec<PageSubscription>, StoreError> {
+        let found = sqlx::query(
+            "SELECT id, page_id, type, address, status, created_at, updated_at
+             FROM status_page_subscriptions
+             WHERE status = 'VERIFIED' AND page_id IN (
+                 SELECT c.page_id FROM status_incident_services x
+                 JOIN status_card_services cs ON cs.service_id = x.service_id
+                 JOIN status_page_cards c ON c.id = cs.card_id
+                 WHERE x.incident_id = ?)
+             GROUP BY address_key ORDER BY created_at, id",
+        )
+        .bind(incident_id.to_string())
+        .fetch_all(self.reader())
+        .await?;
+        found.iter().map(subscription_from_row).collect()
+    }
+}
