@@ -200,8 +200,7 @@ pub fn normalize_check(
 
     let document = Value::Object(doc);
     if !kind_of(check_type).is_some_and(|k| k.stored_only) {
-        CheckSpec::from_document(&document)
-            .map_err(|e| ApiError::invalid(&e.field, &e.message))?;
+        CheckSpec::from_document(&document).map_err(|e| ApiError::invalid(&e.field, &e.message))?;
     }
 
     Ok(CheckWrite {
@@ -340,8 +339,9 @@ fn intent(doc: &Map<String, Value>) -> Result<(), ApiError> {
             Some(Value::Array(items)) => {
                 items.len() <= MAX_INTENT_ITEMS
                     && items.iter().all(|i| {
-                        i.as_str()
-                            .is_some_and(|s| !s.is_empty() && s.chars().count() <= MAX_INTENT_ITEM_LEN)
+                        i.as_str().is_some_and(|s| {
+                            !s.is_empty() && s.chars().count() <= MAX_INTENT_ITEM_LEN
+                        })
                     })
             }
             Some(_) => false,
@@ -403,10 +403,7 @@ fn script_fields(doc: &Map<String, Value>) -> Result<(), ApiError> {
     }
 }
 
-fn frequency(
-    doc: &mut Map<String, Value>,
-    body: KindBody,
-) -> Result<(i64, Option<i64>), ApiError> {
+fn frequency(doc: &mut Map<String, Value>, body: KindBody) -> Result<(i64, Option<i64>), ApiError> {
     // Script checks have no sub-minute frequency (their reference enums start at 1).
     let allowed: &[i64] = match body {
         KindBody::Request => &FREQUENCIES,
