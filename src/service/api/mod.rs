@@ -12,6 +12,7 @@ pub mod heartbeats;
 pub mod locations;
 pub mod private_locations;
 pub mod projects;
+pub mod result_assets;
 pub mod runtimes;
 
 use axum::Router;
