@@ -328,7 +328,13 @@ async fn list(
     };
     let results = ctx
         .store
-        .list_results(auth.account_id, check_id, &filter, query.limit, query.offset)
+        .list_results(
+            auth.account_id,
+            check_id,
+            &filter,
+            query.limit,
+            query.offset,
+        )
         .await?;
     Ok(Json(Value::Array(
         results
@@ -355,7 +361,10 @@ mod tests {
         let f = q.filter.unwrap();
         assert_eq!((f.from_ms, f.to_ms), (NOW - WINDOW_MS, NOW));
         assert_eq!(f.result_type, Some(ResultType::Final));
-        assert_eq!((f.location, f.has_failures, f.check_type), (None, None, None));
+        assert_eq!(
+            (f.location, f.has_failures, f.check_type),
+            (None, None, None)
+        );
     }
 
     #[test]
@@ -368,14 +377,19 @@ mod tests {
         assert_eq!((f.from_ms, f.to_ms), (1_000_000, 4_600_000));
         assert!(parse("from=1000&to=1000").unwrap_err().starts_with("to:"));
         assert!(parse("from=0&to=21601").unwrap_err().starts_with("to:"));
-        for bad in ["from=x", "from=-1", "from=NaN", "to=inf", "to=1e300", "from="] {
+        for bad in [
+            "from=x", "from=-1", "from=NaN", "to=inf", "to=1e300", "from=",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn filters_and_their_errors() {
-        let q = parse("limit=100&page=3&location=local&checkType=API&hasFailures=true&resultType=ALL&x=1").unwrap();
+        let q = parse(
+            "limit=100&page=3&location=local&checkType=API&hasFailures=true&resultType=ALL&x=1",
+        )
+        .unwrap();
         assert_eq!((q.limit, q.offset), (100, 200));
         let f = q.filter.unwrap();
         assert_eq!(f.location.as_deref(), Some("local"));
@@ -383,7 +397,11 @@ mod tests {
         assert_eq!(f.has_failures, Some(true));
         assert_eq!(f.result_type, None);
         assert_eq!(
-            parse("resultType=ATTEMPT").unwrap().filter.unwrap().result_type,
+            parse("resultType=ATTEMPT")
+                .unwrap()
+                .filter
+                .unwrap()
+                .result_type,
             Some(ResultType::Attempt)
         );
         assert!(parse("checkType=SSL").unwrap().filter.is_none());

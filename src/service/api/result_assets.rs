@@ -298,7 +298,10 @@ mod tests {
         assert_eq!(asset_type("shot.PNG"), "screenshot");
         assert_eq!(asset_type("data.bin"), "file");
         assert_eq!(asset_type("noext"), "file");
-        assert_eq!(guessed_content_type("capture.pcap"), "application/vnd.tcpdump.pcap");
+        assert_eq!(
+            guessed_content_type("capture.pcap"),
+            "application/vnd.tcpdump.pcap"
+        );
         assert_eq!(guessed_content_type("x"), "application/octet-stream");
     }
 

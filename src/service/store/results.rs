@@ -55,7 +55,8 @@ pub struct ResultFilter {
     pub check_type: Option<CheckType>,
 }
 
-const SUMMARY_COLUMNS: &str = "id, check_id, session_id, job_id, lease_id, run_location, result_type, check_type,
+const SUMMARY_COLUMNS: &str =
+    "id, check_id, session_id, job_id, lease_id, run_location, result_type, check_type,
     name, status, has_errors, has_failures, is_degraded, aborted, is_cancelled,
     over_max_response_time, response_time, attempts, started_at, stopped_at, created_at";
 
