@@ -104,11 +104,8 @@ fn api_check_result(public_url: &str, r: &ResultRecord, run: &Map<String, Value>
             ("statusText", "statusText"),
             ("body", "body"),
         ] {
-            match got.get(from) {
-                Some(v @ (Value::String(_) | Value::Number(_))) => {
-                    response.insert(to.into(), v.clone());
-                }
-                _ => {}
+            if let Some(v @ (Value::String(_) | Value::Number(_))) = got.get(from) {
+                response.insert(to.into(), v.clone());
             }
         }
         if let Some(h @ Value::Object(_)) = got.get("headers") {
