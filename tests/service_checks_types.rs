@@ -11,6 +11,7 @@ use service_support::{TestService, error_body, result_for};
 use outpost::model::{CheckSpec, CheckType, RunStatus};
 
 const MASK: &str = "*****";
+const SCRIPT: &str = "const { test } = require('@playwright/test')\ntest('home', async ({ page }) => { await page.goto('http://127.0.0.1:9/') })";
 
 /// A minimal valid body per type (privateLocations added by `create`).
 fn body_of(segment: &str, name: &str) -> Value {
@@ -20,6 +21,9 @@ fn body_of(segment: &str, name: &str) -> Value {
         "tcp" => json!({"hostname": "127.0.0.1", "port": 9}),
         "dns" => json!({"query": "example.test", "recordType": "A"}),
         "icmp" => json!({"hostname": "127.0.0.1"}),
+        "browser" | "multistep" => {
+            return json!({"name": name, "script": SCRIPT, "privateLocations": ["local"]});
+        }
         other => panic!("no body for {other}"),
     };
     json!({"name": name, "request": request, "privateLocations": ["local"]})
@@ -305,9 +309,9 @@ async fn generic_create_takes_the_type_from_the_body() {
     let body = merged(body_of("tcp", "x"), json!({"checkType": "SMOKE_SIGNAL"}));
     let resp = send(&svc, Method::POST, "/v1/checks", &body).await;
     assert_names(resp, "checkType", "unknown type").await;
-    let body = merged(body_of("url", "x"), json!({"checkType": "BROWSER"}));
+    let body = merged(body_of("url", "x"), json!({"checkType": "PLAYWRIGHT"}));
     let resp = send(&svc, Method::POST, "/v1/checks", &body).await;
-    let message = assert_names(resp, "checkType", "browser").await;
+    let message = assert_names(resp, "checkType", "playwright").await;
     assert!(message.contains("not supported"), "{message}");
     svc.stop().await;
 }
@@ -577,5 +581,232 @@ async fn icmp_routes_answer_cleanly() {
     )
     .await;
     error_body(resp, StatusCode::NOT_FOUND).await;
+    svc.stop().await;
+}
+
+/// Browser and multistep checks (stored-only until their executors exist): created on
+/// their typed routes and the generic one with the reference defaults, read, listed by
+/// type, updated, and validated as their create schemas say.
+#[tokio::test]
+async fn browser_and_multistep_checks_are_stored_and_validated() {
+    let svc = TestService::start().await;
+    for (segment, check_type) in [("browser", "BROWSER"), ("multistep", "MULTI_STEP")] {
+        let created = create(
+            &svc,
+            segment,
+            &format!("{segment} journey"),
+            json!({"runtimeId": "2025.04", "tags": ["ui"],
+                "environmentVariables": [{"key": "PASSWORD", "value": "hunter2", "secret": true}]}),
+        )
+        .await;
+        let id = created["id"].as_str().unwrap().to_owned();
+        assert_eq!(created["checkType"], check_type);
+        assert_eq!(created["script"], SCRIPT);
+        assert_eq!(created["runtimeId"], "2025.04");
+        assert_eq!(created["frequency"], 10);
+        assert_eq!(created["activated"], true);
+        assert_eq!(created["doubleCheck"], true);
+        assert_eq!(created["locations"], json!([]));
+        assert_eq!(created["privateLocations"], json!(["local"]));
+        assert_eq!(created["description"], Value::Null);
+        assert_eq!(created["intent"], Value::Null);
+        assert_eq!(created["environmentVariables"][0]["value"], MASK);
+        assert!(created.get("request").is_none());
+        assert_eq!(get_json(&svc, &format!("/v1/checks/{id}")).await, created);
+        let listed = get_json(&svc, &format!("/v1/checks?checkType={check_type}")).await;
+        assert_eq!(listed, json!([created.clone()]));
+
+        // Typed update merges; generic update takes the stored type.
+        let resp = send(
+            &svc,
+            Method::PUT,
+            &format!("/v1/checks/{segment}/{id}"),
+            &json!({"frequency": 1, "script": "test('x', () => {})"}),
+        )
+        .await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        let updated: Value = resp.json().await.unwrap();
+        assert_eq!(updated["frequency"], 1);
+        assert_eq!(updated["script"], "test('x', () => {})");
+        assert_eq!(updated["name"], created["name"]);
+        assert_eq!(updated["environmentVariables"][0]["value"], MASK);
+        let resp = send(
+            &svc,
+            Method::PUT,
+            &format!("/v1/checks/{id}"),
+            &json!({"runtimeId": null, "muted": true}),
+        )
+        .await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        let updated: Value = resp.json().await.unwrap();
+        assert_eq!(updated["checkType"], check_type);
+        assert_eq!(updated["runtimeId"], Value::Null);
+        assert_eq!(updated["muted"], true);
+
+        // Field errors, on create and on update (which leaves the check unchanged).
+        let path = format!("/v1/checks/{segment}");
+        for (extra, field) in [
+            (json!({"script": ""}), "script"),
+            (json!({"script": null}), "script"),
+            (json!({"script": ["x"]}), "script"),
+            (json!({"runtimeId": "2023.02"}), "runtimeId"),
+            (json!({"runtimeId": 2025}), "runtimeId"),
+            (json!({"frequency": 0, "frequencyOffset": 10}), "frequency"),
+            (json!({"frequency": 7}), "frequency"),
+            (json!({"privateLocations": []}), "privateLocations"),
+            (
+                json!({"privateLocations": ["elsewhere"]}),
+                "privateLocations",
+            ),
+            (json!({"locations": ["eu-west-1"]}), "locations"),
+            (json!({"name": ""}), "name"),
+            (json!({"intent": {"goal": ""}}), "intent.goal"),
+            (
+                json!({"intent": {"goal": "g", "requiredOutcomes": [""]}}),
+                "intent.requiredOutcomes",
+            ),
+            (
+                json!({"environmentVariables": [{"key": ""}]}),
+                "environmentVariables[0].key",
+            ),
+        ] {
+            let body = merged(body_of(segment, "bad"), extra.clone());
+            let resp = send(&svc, Method::POST, &path, &body).await;
+            assert_names(resp, field, &format!("POST {segment} {extra}")).await;
+            let resp = send(&svc, Method::PUT, &format!("{path}/{id}"), &extra).await;
+            assert_names(resp, field, &format!("PUT {segment} {extra}")).await;
+        }
+        let mut no_script = body_of(segment, "bad");
+        no_script.as_object_mut().unwrap().remove("script");
+        let resp = send(&svc, Method::POST, &path, &no_script).await;
+        assert_names(resp, "script", "no script").await;
+        assert_eq!(get_json(&svc, &format!("/v1/checks/{id}")).await, updated);
+    }
+
+    // The generic create takes the type from the body; typed routes of other types
+    // refuse script checks and the reverse.
+    let body = merged(
+        body_of("multistep", "generic"),
+        json!({"checkType": "MULTI_STEP"}),
+    );
+    let resp = send(&svc, Method::POST, "/v1/checks", &body).await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let generic: Value = resp.json().await.unwrap();
+    assert_eq!(generic["checkType"], "MULTI_STEP");
+    let gid = generic["id"].as_str().unwrap();
+    let resp = send(
+        &svc,
+        Method::PUT,
+        &format!("/v1/checks/browser/{gid}"),
+        &json!({"name": "x"}),
+    )
+    .await;
+    assert_names(resp, "checkType", "browser route, multistep check").await;
+    let url = create(&svc, "url", "site", json!({})).await;
+    let uid = url["id"].as_str().unwrap();
+    let resp = send(
+        &svc,
+        Method::PUT,
+        &format!("/v1/checks/multistep/{uid}"),
+        &json!({"name": "x"}),
+    )
+    .await;
+    assert_names(resp, "checkType", "multistep route, URL check").await;
+    let resp = send(
+        &svc,
+        Method::POST,
+        "/v1/checks/browser",
+        &merged(body_of("browser", "b"), json!({"checkType": "MULTI_STEP"})),
+    )
+    .await;
+    assert_names(resp, "checkType", "browser route, multistep body").await;
+
+    // Another account sees none of them.
+    let other = svc.other_tenant("theirs").await;
+    let resp = svc
+        .http
+        .get(format!("{}/v1/checks/{gid}", svc.base))
+        .bearer_auth(&other.api_key)
+        .send()
+        .await
+        .unwrap();
+    error_body(resp, StatusCode::NOT_FOUND).await;
+    svc.stop().await;
+}
+
+/// No agent is handed a job it cannot run: the scheduler advances script checks'
+/// schedules without sessions, and a trigger skips them, answering 400 with the reason
+/// when nothing else was selected.
+#[tokio::test]
+async fn script_checks_are_never_dispatched_to_agents() {
+    let svc = TestService::start().await;
+    let browser = create(&svc, "browser", "journey", json!({"frequency": 1})).await;
+    let bid = browser["id"].as_str().unwrap().to_owned();
+    let multi = create(&svc, "multistep", "steps", json!({"frequency": 1})).await;
+    let mid = multi["id"].as_str().unwrap().to_owned();
+    let url = create(&svc, "url", "site", json!({"frequency": 1})).await;
+    let uid = url["id"].as_str().unwrap().to_owned();
+
+    let resp = send(
+        &svc,
+        Method::POST,
+        "/v2/check-sessions/trigger",
+        &json!({"target": {"checkId": [bid, mid]}}),
+    )
+    .await;
+    let err = error_body(resp, StatusCode::BAD_REQUEST).await;
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("BROWSER and MULTI_STEP checks"),
+        "{message}"
+    );
+    assert!(message.contains("cannot run yet"), "{message}");
+    assert!(message.contains(&bid), "{message}");
+
+    // Mixed selections and "everything" start only the runnable check.
+    let sessions = svc.trigger_ids(&[&bid, &uid]).await;
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0]["checkId"], uid.as_str());
+    let resp = send(&svc, Method::POST, "/v1/check-sessions/trigger", &json!({})).await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let all: Value = resp.json().await.unwrap();
+    let ids: Vec<&str> = all["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["checkId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![uid.as_str()]);
+
+    // A scheduler pass an hour ahead: every schedule is due, only the URL check runs.
+    let store = svc.handle.store();
+    let later = outpost::service::store::now_ms() + 3_600_000;
+    let runs = store.run_due_schedules(later, 100).await.unwrap();
+    assert_eq!(runs.sessions, 1);
+    assert_eq!(
+        store.earliest_schedule().await.unwrap().map(|t| t > later),
+        Some(true)
+    );
+
+    // An agent with free capacity in both pools gets the three URL jobs, nothing else.
+    let agent = svc.agent();
+    agent.hello().await;
+    let resp = agent
+        .post(outpost::protocol::paths::LEASE)
+        .json(&outpost::protocol::LeaseRequest {
+            agent_id: agent.id,
+            capacity: outpost::protocol::PoolCapacity {
+                uptime: 10,
+                heavy: 10,
+            },
+            wait_secs: 0,
+        })
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let leased: outpost::protocol::LeaseResponse = resp.json().await.unwrap();
+    assert_eq!(leased.jobs.len(), 3);
+    assert!(leased.jobs.iter().all(|j| j.check_id.to_string() == uid));
     svc.stop().await;
 }

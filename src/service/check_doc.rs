@@ -7,7 +7,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::check_kinds::{fill_defaults, kind_of};
+use super::api::runtimes::RUNTIMES;
+use super::check_kinds::{KindBody, fill_defaults, kind_of};
 use super::check_secrets;
 use super::errors::ApiError;
 use super::store::CheckWrite;
@@ -52,7 +53,11 @@ pub fn normalize_url_check(
 
 /// Refuses a check type that `CheckSpec::from_document` does not accept (e.g. "ICMP
 /// checks are not supported by this version"), before any other field is looked at.
+/// Stored-only kinds (browser, multistep) are accepted: `check_doc` validates them.
 pub fn ensure_supported(check_type: CheckType) -> Result<(), ApiError> {
+    if kind_of(check_type).is_some_and(|k| k.stored_only) {
+        return Ok(());
+    }
     match CheckSpec::from_document(&json!({"checkType": check_type.as_str()})) {
         Err(e) if e.field == "checkType" => Err(ApiError::invalid(&e.field, &e.message)),
         _ => Ok(()),
@@ -145,7 +150,8 @@ pub fn normalize_check(
     }
 
     let private_locations = private_locations(&mut doc, known_slugs)?;
-    let (frequency, frequency_offset) = frequency(&mut doc)?;
+    let body_kind = kind_of(check_type).map_or(KindBody::Request, |k| k.body);
+    let (frequency, frequency_offset) = frequency(&mut doc, body_kind)?;
 
     match doc.get("description") {
         None => {
@@ -164,10 +170,24 @@ pub fn normalize_check(
         doc.entry(field).or_insert(Value::Null);
     }
 
-    match doc.get("request") {
-        Some(Value::Object(_)) => {}
-        None | Some(Value::Null) => return Err(ApiError::invalid("request", "is required")),
-        Some(_) => return Err(ApiError::invalid("request", "must be an object")),
+    intent(&doc)?;
+    match doc.get("aiAutoRepairEnabled") {
+        None | Some(Value::Null | Value::Bool(_)) => {}
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "aiAutoRepairEnabled",
+                "must be a boolean or null",
+            ));
+        }
+    }
+
+    match body_kind {
+        KindBody::Request => match doc.get("request") {
+            Some(Value::Object(_)) => {}
+            None | Some(Value::Null) => return Err(ApiError::invalid("request", "is required")),
+            Some(_) => return Err(ApiError::invalid("request", "must be an object")),
+        },
+        KindBody::Script => script_fields(&doc)?,
     }
     if let Some(kind) = kind_of(check_type) {
         fill_defaults(kind, &mut doc);
@@ -179,7 +199,9 @@ pub fn normalize_check(
     }
 
     let document = Value::Object(doc);
-    CheckSpec::from_document(&document).map_err(|e| ApiError::invalid(&e.field, &e.message))?;
+    if !kind_of(check_type).is_some_and(|k| k.stored_only) {
+        CheckSpec::from_document(&document).map_err(|e| ApiError::invalid(&e.field, &e.message))?;
+    }
 
     Ok(CheckWrite {
         check_type,
@@ -281,15 +303,120 @@ fn private_locations(
     Ok(slugs)
 }
 
-fn frequency(doc: &mut Map<String, Value>) -> Result<(i64, Option<i64>), ApiError> {
+/// Longest `intent.goal`, and the longest item and most items of its lists.
+pub const MAX_INTENT_GOAL_LEN: usize = 2000;
+pub const MAX_INTENT_ITEM_LEN: usize = 1000;
+pub const MAX_INTENT_ITEMS: usize = 20;
+
+/// `intent`: null, or `{goal, requiredOutcomes?, mustPreserve?}` as the reference
+/// schema has it (no other fields).
+fn intent(doc: &Map<String, Value>) -> Result<(), ApiError> {
+    let intent = match doc.get("intent") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(ApiError::invalid("intent", "must be an object or null")),
+    };
+    for key in intent.keys() {
+        if !["goal", "requiredOutcomes", "mustPreserve"].contains(&key.as_str()) {
+            return Err(ApiError::invalid(
+                &format!("intent.{key}"),
+                "is not a field of intent",
+            ));
+        }
+    }
+    match intent.get("goal") {
+        Some(Value::String(g)) if !g.is_empty() && g.chars().count() <= MAX_INTENT_GOAL_LEN => {}
+        _ => {
+            return Err(ApiError::invalid(
+                "intent.goal",
+                format!("is required: a string of 1 to {MAX_INTENT_GOAL_LEN} characters"),
+            ));
+        }
+    }
+    for list in ["requiredOutcomes", "mustPreserve"] {
+        let ok = match intent.get(list) {
+            None => true,
+            Some(Value::Array(items)) => {
+                items.len() <= MAX_INTENT_ITEMS
+                    && items.iter().all(|i| {
+                        i.as_str().is_some_and(|s| {
+                            !s.is_empty() && s.chars().count() <= MAX_INTENT_ITEM_LEN
+                        })
+                    })
+            }
+            Some(_) => false,
+        };
+        if !ok {
+            return Err(ApiError::invalid(
+                &format!("intent.{list}"),
+                format!(
+                    "must be at most {MAX_INTENT_ITEMS} strings of 1 to {MAX_INTENT_ITEM_LEN} characters"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The fields of a script check (browser, multistep): `script` required and non-empty;
+/// `scriptPath` and `sslCheckDomain` strings or null (`scriptPath` non-empty);
+/// `runtimeId` null or one of `/v1/runtimes`.
+fn script_fields(doc: &Map<String, Value>) -> Result<(), ApiError> {
+    match doc.get("script") {
+        Some(Value::String(s)) if !s.is_empty() => {}
+        Some(Value::String(_)) => return Err(ApiError::invalid("script", "must not be empty")),
+        None | Some(Value::Null) => return Err(ApiError::invalid("script", "is required")),
+        Some(_) => return Err(ApiError::invalid("script", "must be a string")),
+    }
+    match doc.get("scriptPath") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if !s.is_empty() => {}
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "scriptPath",
+                "must be a non-empty string or null",
+            ));
+        }
+    }
+    match doc.get("sslCheckDomain") {
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "sslCheckDomain",
+                "must be a string or null",
+            ));
+        }
+    }
+    match doc.get("runtimeId") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(id)) if RUNTIMES.iter().any(|r| r.0 == id) => Ok(()),
+        Some(_) => {
+            let names: Vec<&str> = RUNTIMES.iter().map(|r| r.0).collect();
+            Err(ApiError::invalid(
+                "runtimeId",
+                format!(
+                    "must be null or one of the runtimes of GET /v1/runtimes: {}",
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+fn frequency(doc: &mut Map<String, Value>, body: KindBody) -> Result<(i64, Option<i64>), ApiError> {
+    // Script checks have no sub-minute frequency (their reference enums start at 1).
+    let allowed: &[i64] = match body {
+        KindBody::Request => &FREQUENCIES,
+        KindBody::Script => &FREQUENCIES[1..],
+    };
     let frequency = match doc.get("frequency") {
         None | Some(Value::Null) => DEFAULT_FREQUENCY,
         Some(v) => match v.as_i64() {
-            Some(f) if FREQUENCIES.contains(&f) => f,
+            Some(f) if allowed.contains(&f) => f,
             _ => {
                 return Err(ApiError::invalid(
                     "frequency",
-                    format!("must be one of {FREQUENCIES:?} (minutes)"),
+                    format!("must be one of {allowed:?} (minutes)"),
                 ));
             }
         },
@@ -436,9 +563,54 @@ mod tests {
 
     #[test]
     fn unsupported_types_are_refused_first() {
-        let e = normalize_check(CheckType::Browser, json!({}), None, &slugs()).unwrap_err();
+        let e = normalize_check(CheckType::Playwright, json!({}), None, &slugs()).unwrap_err();
         assert_eq!(field_of(e.clone()), "checkType");
         assert!(e.message.contains("not supported"), "{}", e.message);
+    }
+
+    #[test]
+    fn script_checks_are_validated_and_stored() {
+        let base = json!({"name": "login", "script": "await page.goto('http://127.0.0.1/')",
+            "privateLocations": ["local"]});
+        for t in [CheckType::Browser, CheckType::MultiStep] {
+            let c = normalize_check(t, base.clone(), None, &slugs()).unwrap();
+            assert_eq!(c.document["checkType"], t.as_str());
+            assert_eq!(c.document["frequency"], 10);
+            assert_eq!(c.document["runtimeId"], Value::Null);
+            assert_eq!(c.document["intent"], Value::Null);
+            assert!(c.document.get("request").is_none());
+        }
+        let with = |k: &str, v: Value| {
+            let mut b = base.clone();
+            b[k] = v;
+            field_of(normalize_check(CheckType::Browser, b, None, &slugs()).unwrap_err())
+        };
+        assert_eq!(with("script", json!("")), "script");
+        assert_eq!(with("script", Value::Null), "script");
+        assert_eq!(with("script", json!(5)), "script");
+        assert_eq!(with("runtimeId", json!("2019.01")), "runtimeId");
+        assert_eq!(with("frequency", json!(0)), "frequency");
+        assert_eq!(with("scriptPath", json!("")), "scriptPath");
+        assert_eq!(with("intent", json!({"goal": ""})), "intent.goal");
+        assert_eq!(with("intent", json!({"goal": "g", "x": 1})), "intent.x");
+        let ok = {
+            let mut b = base.clone();
+            b["runtimeId"] = json!("2025.04");
+            b["frequency"] = json!(1);
+            b["intent"] = json!({"goal": "users log in", "mustPreserve": ["the 2FA step"]});
+            normalize_check(CheckType::MultiStep, b, None, &slugs()).unwrap()
+        };
+        assert_eq!(ok.document["runtimeId"], "2025.04");
+        assert_eq!(interval_ms(ok.frequency, ok.frequency_offset), 60_000);
+        // An update merges over the stored document and keeps the script.
+        let updated = normalize_check(
+            CheckType::MultiStep,
+            json!({"name": "renamed"}),
+            Some(&ok.document),
+            &slugs(),
+        )
+        .unwrap();
+        assert_eq!(updated.document["script"], base["script"]);
     }
 
     #[test]

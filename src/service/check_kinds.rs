@@ -1,7 +1,9 @@
 //! The check types the public API creates through `/v1/checks/<segment>`, with the
 //! defaults of their reference create schemas (`ChecksV1<Type>Create`). Adding a type
-//! to the API is one entry of [`CHECK_KINDS`]; whether it is accepted is then decided
-//! by `CheckSpec::from_document` alone.
+//! to the API is one entry of [`CHECK_KINDS`]. A type agents run is validated by
+//! `CheckSpec::from_document`; a *stored-only* type (browser and multistep checks,
+//! whose executors come later) is validated by `check_doc` against its reference
+//! schema, stored and shown, but never scheduled or triggered ([`agents_run`]).
 
 use serde_json::{Map, Value, json};
 
@@ -41,6 +43,21 @@ pub struct CheckKind {
     pub request_defaults: &'static [(&'static str, DefaultValue)],
     /// Fields of every `request.assertions[]` item filled in when absent.
     pub assertion_defaults: &'static [(&'static str, DefaultValue)],
+    /// What the type's document holds besides the common fields.
+    pub body: KindBody,
+    /// No executor yet: stored and validated, never run (`CheckSpec` refuses the type).
+    pub stored_only: bool,
+}
+
+/// The type-specific part of a check document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindBody {
+    /// A `request` object (validated by `CheckSpec`); `frequency` 0 with a
+    /// `frequencyOffset` of 10, 20 or 30 seconds is allowed.
+    Request,
+    /// A Playwright `script` (required, non-empty) with a `runtimeId` among
+    /// `/v1/runtimes`; no sub-minute frequency.
+    Script,
 }
 
 use DefaultValue::{Bool, EmptyList, Null, Number, Str};
@@ -70,6 +87,8 @@ pub const CHECK_KINDS: &[CheckKind] = &[
             ("assertions", EmptyList),
         ],
         assertion_defaults: &[("property", Str("")), ("target", Str(""))],
+        body: KindBody::Request,
+        stored_only: false,
     },
     CheckKind {
         segment: "api",
@@ -89,6 +108,8 @@ pub const CHECK_KINDS: &[CheckKind] = &[
             ("assertions", EmptyList),
         ],
         assertion_defaults: ASSERTION_DEFAULTS,
+        body: KindBody::Request,
+        stored_only: false,
     },
     CheckKind {
         segment: "tcp",
@@ -104,6 +125,8 @@ pub const CHECK_KINDS: &[CheckKind] = &[
             ("assertions", EmptyList),
         ],
         assertion_defaults: ASSERTION_DEFAULTS,
+        body: KindBody::Request,
+        stored_only: false,
     },
     CheckKind {
         segment: "dns",
@@ -114,6 +137,8 @@ pub const CHECK_KINDS: &[CheckKind] = &[
         ],
         request_defaults: &[("protocol", Str("UDP")), ("assertions", EmptyList)],
         assertion_defaults: ASSERTION_DEFAULTS,
+        body: KindBody::Request,
+        stored_only: false,
     },
     CheckKind {
         segment: "icmp",
@@ -130,8 +155,43 @@ pub const CHECK_KINDS: &[CheckKind] = &[
             ("assertions", EmptyList),
         ],
         assertion_defaults: ASSERTION_DEFAULTS,
+        body: KindBody::Request,
+        stored_only: false,
+    },
+    CheckKind {
+        segment: "browser",
+        check_type: CheckType::Browser,
+        defaults: SCRIPT_DEFAULTS,
+        request_defaults: &[],
+        assertion_defaults: &[],
+        body: KindBody::Script,
+        stored_only: true,
+    },
+    CheckKind {
+        segment: "multistep",
+        check_type: CheckType::MultiStep,
+        defaults: SCRIPT_DEFAULTS,
+        request_defaults: &[],
+        assertion_defaults: &[],
+        body: KindBody::Script,
+        stored_only: true,
     },
 ];
+
+/// Defaults of the script types (`ChecksV1BrowserCheckCreate`,
+/// `ChecksV1MultiStepCheckCreate`) beyond the fields common to every type.
+const SCRIPT_DEFAULTS: &[(&str, DefaultValue)] = &[
+    ("scriptPath", Null),
+    ("intent", Null),
+    ("aiAutoRepairEnabled", Null),
+];
+
+/// Whether agents run checks of this type: the type has an API kind that is not
+/// stored-only. Heartbeat monitors are passive and never run. The scheduler and the
+/// trigger create sessions only for these types, so no agent leases a job it cannot run.
+pub fn agents_run(check_type: CheckType) -> bool {
+    kind_of(check_type).is_some_and(|k| !k.stored_only)
+}
 
 /// The table entry of a check type, if the public API creates that type.
 pub fn kind_of(check_type: CheckType) -> Option<&'static CheckKind> {
@@ -177,7 +237,25 @@ mod tests {
             }
             assert_eq!(kind_of(a.check_type).map(|k| k.segment), Some(a.segment));
         }
-        assert!(kind_of(CheckType::Browser).is_none());
+        assert!(kind_of(CheckType::Playwright).is_none());
+    }
+
+    /// A kind is stored-only exactly when `CheckSpec` has no variant for its type, so
+    /// giving a type an executor (a `CheckSpec` variant) without flipping the flag, or
+    /// the reverse, fails here.
+    #[test]
+    fn stored_only_matches_what_check_spec_knows() {
+        for kind in CHECK_KINDS {
+            let refused = matches!(
+                crate::model::CheckSpec::from_document(&json!({"checkType": kind.check_type.as_str()})),
+                Err(e) if e.field == "checkType"
+            );
+            assert_eq!(kind.stored_only, refused, "{}", kind.segment);
+            assert_eq!(agents_run(kind.check_type), !refused);
+        }
+        assert!(!agents_run(CheckType::Heartbeat));
+        assert!(!agents_run(CheckType::Browser));
+        assert!(agents_run(CheckType::Url));
     }
 
     #[test]

@@ -55,7 +55,16 @@ async fn trigger(
         )
         .await?;
     ctx.hub.wake_locations(&created.locations);
+    if !created.not_runnable.is_empty() {
+        tracing::info!(
+            skipped = created.not_runnable.len(),
+            "trigger skipped checks of types no agent can run yet"
+        );
+    }
     if created.sessions.is_empty() {
+        if let Some(message) = not_runnable_message(&created.not_runnable) {
+            return Err(ApiError::bad_request(message));
+        }
         return Err(ApiError::not_found("No matching checks were found."));
     }
     let sessions = created
@@ -64,6 +73,32 @@ async fn trigger(
         .map(|s| session_view(&ctx.public_url, s, None))
         .collect();
     Ok((StatusCode::CREATED, Json(TriggerResponse { sessions })))
+}
+
+/// Why a trigger that selected only checks of stored-only types (browser, multistep)
+/// started nothing; `None` when it selected none of them.
+fn not_runnable_message(skipped: &[(uuid::Uuid, crate::model::CheckType)]) -> Option<String> {
+    const SHOWN: usize = 5;
+    if skipped.is_empty() {
+        return None;
+    }
+    let mut types: Vec<&str> = skipped.iter().map(|(_, t)| t.as_str()).collect();
+    types.sort_unstable();
+    types.dedup();
+    let ids: Vec<String> = skipped
+        .iter()
+        .take(SHOWN)
+        .map(|(id, t)| format!("{id} ({t})"))
+        .collect();
+    let more = match skipped.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    Some(format!(
+        "No check could be started: {} checks are stored but cannot run yet, this version has no executor for them (selected: {}{more}).",
+        types.join(" and "),
+        ids.join(", ")
+    ))
 }
 
 async fn get_one(

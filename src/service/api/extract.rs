@@ -21,6 +21,10 @@ pub struct OptionalJson<T>(pub T);
 /// A query string.
 pub struct ApiQuery<T>(pub T);
 
+/// A request body the route has no use for, read (within the body limit) and dropped,
+/// so that a client still sending it gets the answer instead of a reset connection.
+pub struct IgnoredBody;
+
 fn is_json(headers: &HeaderMap) -> bool {
     let Some(ct) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
         return false;
@@ -96,6 +100,17 @@ where
             return Ok(OptionalJson(T::default()));
         }
         parse_json(&headers, &bytes).map(OptionalJson)
+    }
+}
+
+impl<S> FromRequest<S> for IgnoredBody
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        body_bytes(req, state).await.map(|_| IgnoredBody)
     }
 }
 

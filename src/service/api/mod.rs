@@ -12,8 +12,10 @@ pub mod heartbeats;
 pub mod locations;
 pub mod private_locations;
 pub mod projects;
+pub mod result_assets;
 pub mod runtimes;
 pub mod status_pages;
+pub mod unread_body;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -45,5 +47,6 @@ pub fn router(ctx: AppState) -> Router {
         .fallback(not_found_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::from_fn(unread_body::close_if_unread))
         .with_state(ctx)
 }

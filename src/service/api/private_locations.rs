@@ -342,6 +342,7 @@ async fn create_key(
     State(ctx): State<AppState>,
     auth: ApiAuth,
     Path(id): Path<String>,
+    _body: super::extract::IgnoredBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let record = owned(&ctx, &auth, &id).await?;
     let (info, raw) = ctx

@@ -103,6 +103,26 @@ impl Store {
         })
     }
 
+    /// The artifacts of one result of the account: those uploaded for the result's job
+    /// under the result's lease, by name.
+    pub async fn result_artifacts(
+        &self,
+        account_id: Uuid,
+        job_id: Uuid,
+        lease_id: Uuid,
+    ) -> Result<Vec<ArtifactRecord>, StoreError> {
+        let found = sqlx::query(
+            "SELECT id, job_id, name, path, size, created_at FROM artifacts
+              WHERE job_id = ? AND lease_id = ? AND account_id = ? ORDER BY name",
+        )
+        .bind(job_id.to_string())
+        .bind(lease_id.to_string())
+        .bind(account_id.to_string())
+        .fetch_all(self.reader())
+        .await?;
+        found.iter().map(artifact_from_row).collect()
+    }
+
     /// The artifacts of a session.
     pub async fn session_artifacts(
         &self,
@@ -115,18 +135,17 @@ impl Store {
         .bind(session_id.to_string())
         .fetch_all(self.reader())
         .await?;
-        found
-            .iter()
-            .map(|r| {
-                Ok(ArtifactRecord {
-                    id: rows::uuid(r, "id", "artifacts")?,
-                    job_id: rows::uuid(r, "job_id", "artifacts")?,
-                    name: r.try_get("name")?,
-                    path: r.try_get("path")?,
-                    size: r.try_get("size")?,
-                    created_at: rows::ts(r, "created_at")?,
-                })
-            })
-            .collect()
+        found.iter().map(artifact_from_row).collect()
     }
+}
+
+fn artifact_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<ArtifactRecord, StoreError> {
+    Ok(ArtifactRecord {
+        id: rows::uuid(r, "id", "artifacts")?,
+        job_id: rows::uuid(r, "job_id", "artifacts")?,
+        name: r.try_get("name")?,
+        path: r.try_get("path")?,
+        size: r.try_get("size")?,
+        created_at: rows::ts(r, "created_at")?,
+    })
 }

@@ -37,7 +37,7 @@ pub use locations::{
     LocationAuth, LocationKeyInfo, MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, valid_slug,
 };
 pub use projects::{DeploymentRecord, ResourceRecord};
-pub use results::ResultRecord;
+pub use results::{ResultFilter, ResultRecord};
 pub use sessions::{CreatedSessions, NewSession, ScheduledRuns, SessionRecord, TriggerCandidate};
 pub use status_pages::{
     BulkOutcome, CardWrite, INCIDENT_UPDATES_SHOWN, Incident, IncidentSeverity, IncidentStatus,

@@ -17,6 +17,9 @@ pub struct ResultRecord {
     pub id: Uuid,
     pub check_id: Uuid,
     pub session_id: Uuid,
+    /// The job and lease that produced the result (its artifacts carry the same pair).
+    pub job_id: Uuid,
+    pub lease_id: Option<Uuid>,
     pub run_location: String,
     pub result_type: ResultType,
     pub check_type: CheckType,
@@ -37,7 +40,23 @@ pub struct ResultRecord {
     pub result: Option<serde_json::Value>,
 }
 
-const SUMMARY_COLUMNS: &str = "id, check_id, session_id, run_location, result_type, check_type,
+/// Which of a check's results a listing returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultFilter {
+    /// Created at or after (milliseconds since the epoch).
+    pub from_ms: i64,
+    /// Created before.
+    pub to_ms: i64,
+    /// Only this run location (slug name).
+    pub location: Option<String>,
+    pub has_failures: Option<bool>,
+    /// None: FINAL and ATTEMPT results.
+    pub result_type: Option<ResultType>,
+    pub check_type: Option<CheckType>,
+}
+
+const SUMMARY_COLUMNS: &str =
+    "id, check_id, session_id, job_id, lease_id, run_location, result_type, check_type,
     name, status, has_errors, has_failures, is_degraded, aborted, is_cancelled,
     over_max_response_time, response_time, attempts, started_at, stopped_at, created_at";
 
@@ -48,6 +67,16 @@ fn result_from_row(r: &SqliteRow, full: bool) -> Result<ResultRecord, StoreError
         id: rows::uuid(r, "id", "check_results")?,
         check_id: rows::uuid(r, "check_id", "check_results")?,
         session_id: rows::uuid(r, "session_id", "check_results")?,
+        job_id: rows::uuid(r, "job_id", "check_results")?,
+        lease_id: r
+            .try_get::<Option<String>, _>("lease_id")?
+            .map(|l| {
+                Uuid::parse_str(&l).map_err(|_| StoreError::Corrupt {
+                    table: "check_results",
+                    message: format!("lease_id is not a UUID: {l:?}"),
+                })
+            })
+            .transpose()?,
         run_location: r.try_get("run_location")?,
         result_type: if result_type == "ATTEMPT" {
             ResultType::Attempt
@@ -108,21 +137,37 @@ impl Store {
         row.map(|r| result_from_row(&r, true)).transpose()
     }
 
-    /// A page of a check's results, newest first, with full documents.
+    /// A page of a check's results matching `filter`, newest first, with full documents.
     pub async fn list_results(
         &self,
         account_id: Uuid,
         check_id: Uuid,
+        filter: &ResultFilter,
         limit: i64,
         offset: i64,
     ) -> Result<Vec<ResultRecord>, StoreError> {
+        let result_type = filter.result_type.map(|t| match t {
+            ResultType::Final => "FINAL",
+            ResultType::Attempt => "ATTEMPT",
+        });
         let found = sqlx::query(&format!(
             "SELECT {SUMMARY_COLUMNS}, result FROM check_results
-              WHERE check_id = ? AND account_id = ?
-              ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+              WHERE check_id = ?1 AND account_id = ?2
+                AND created_at >= ?3 AND created_at < ?4
+                AND (?5 IS NULL OR run_location = ?5)
+                AND (?6 IS NULL OR has_failures = ?6)
+                AND (?7 IS NULL OR result_type = ?7)
+                AND (?8 IS NULL OR check_type = ?8)
+              ORDER BY created_at DESC, id DESC LIMIT ?9 OFFSET ?10"
         ))
         .bind(check_id.to_string())
         .bind(account_id.to_string())
+        .bind(filter.from_ms)
+        .bind(filter.to_ms)
+        .bind(filter.location.as_deref())
+        .bind(filter.has_failures)
+        .bind(result_type)
+        .bind(filter.check_type.map(CheckType::as_str))
         .bind(limit)
         .bind(offset)
         .fetch_all(self.reader())

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::rows::{self, time};
 use super::{Store, StoreError};
 use crate::model::{CheckType, RunSource, RunStatus, SessionStatus};
+use crate::service::check_kinds::agents_run;
 use crate::service::scheduler::next_slot;
 
 /// A session to create, with one job per run location.
@@ -59,6 +60,9 @@ pub struct TriggerCandidate {
 pub struct CreatedSessions {
     pub sessions: Vec<SessionRecord>,
     pub locations: Vec<Uuid>,
+    /// Selected checks of a type agents cannot run yet (see
+    /// `check_kinds::agents_run`): no session was created for them.
+    pub not_runnable: Vec<(Uuid, CheckType)>,
 }
 
 /// Wire names of enums that serde knows (RunSource has no `as_str`).
@@ -386,10 +390,16 @@ impl Store {
                 })
                 .collect::<Result<_, StoreError>>()?;
         let mut sessions = Vec::new();
+        let mut not_runnable = Vec::new();
         for r in &found {
             let c = candidate_from_row(r)?;
             // Heartbeat monitors are passive: nothing runs them.
             if c.check_type == CheckType::Heartbeat || !select(&c) {
+                continue;
+            }
+            // Stored-only types (browser, multistep): no agent can run them yet.
+            if !agents_run(c.check_type) {
+                not_runnable.push((c.id, c.check_type));
                 continue;
             }
             let locations = resolve_locations(&c.private_locations, &by_slug);
@@ -412,6 +422,7 @@ impl Store {
         Ok(CreatedSessions {
             sessions: sessions.iter().map(record_of).collect(),
             locations,
+            not_runnable,
         })
     }
 
@@ -473,6 +484,12 @@ impl Store {
                 "id": check_id.to_string(),
                 "next": next_slot(check_id, interval_ms, now),
             }));
+            let check_type = parse_check_type(&check_type, "checks")?;
+            // The schedule advances, but a type agents cannot run yet gets no session
+            // (its schedule starts working once the type has an executor).
+            if !agents_run(check_type) {
+                continue;
+            }
             let locations =
                 resolve_locations(&slugs, by_account.get(&account_id).unwrap_or(&empty));
             if locations.is_empty() {
@@ -482,7 +499,7 @@ impl Store {
                 id: Uuid::new_v4(),
                 account_id,
                 check_id,
-                check_type: parse_check_type(&check_type, "checks")?,
+                check_type,
                 name: r.try_get("name")?,
                 run_source: RunSource::Scheduler,
                 started_at: now,
