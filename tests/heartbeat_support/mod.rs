@@ -216,6 +216,8 @@ pub async fn create_email_channel(svc: &TestService, address: &str) -> i64 {
 pub struct Received {
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// When the request arrived (system clock, Unix milliseconds).
+    pub at_ms: i64,
 }
 
 impl Received {
@@ -272,8 +274,13 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> AxumStatus {
+    let at_ms = chrono::Utc::now().timestamp_millis();
     let status = state.script.lock().unwrap().pop_front().unwrap_or(200);
-    let _ = state.tx.send(Received { headers, body });
+    let _ = state.tx.send(Received {
+        headers,
+        body,
+        at_ms,
+    });
     AxumStatus::from_u16(status).unwrap()
 }
 

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 /// The handler: `python sink.py PORT`; env SINK_USER/SINK_PASSWORD require AUTH with
 /// those credentials, SINK_FAIL_FIRST=N answers 451 to the first N messages.
 const SINK_PY: &str = r#"
-import email, email.policy, json, logging, os, sys, warnings
+import email, email.policy, json, logging, os, sys, time, warnings
 warnings.simplefilter("ignore")
 logging.disable(logging.WARNING)
 from aiosmtpd.controller import Controller
@@ -48,7 +48,8 @@ class Handler:
         part = msg.get_body(preferencelist=("plain",))
         login = getattr(session.auth_data, "login", None)
         login = login.decode() if login else None
-        emit({"event": "message", "mail_from": envelope.mail_from,
+        emit({"event": "message", "received_at_ms": int(time.time() * 1000),
+              "mail_from": envelope.mail_from,
               "rcpt_tos": envelope.rcpt_tos, "login": login,
               "subject": str(msg["subject"]), "from": str(msg["from"]), "to": str(msg["to"]),
               "message_id": str(msg["message-id"]), "content_type": msg.get_content_type(),
