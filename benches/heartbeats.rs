@@ -213,7 +213,7 @@ async fn pings(
         cpu * 1000.0 / ours.requests.max(1) as f64
     );
     println!(
-        "\nacknowledged (200) pings: {acknowledged}; stored: {stored} (the difference, {} , \
+        "\nacknowledged (200) pings: {acknowledged}; stored: {stored} (the difference, {}, \
          were in flight when wrk stopped); non-2xx: {}; socket errors: {}",
         stored - acknowledged as i64,
         ours.non_2xx,
