@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use outpost::agent::{self, AgentArgs, AgentConfig};
 use outpost::executors::{self, ExecEnv};
 use outpost::model::{CheckSpec, RunStatus};
+use outpost::service::alerts::email::SmtpConfig;
 use outpost::service::{BoundService, ServeConfig};
 use outpost::shutdown::{Shutdown, install_signal_handlers};
 use outpost::telemetry::{self, LogFormat, LogLevel};
@@ -89,6 +90,18 @@ struct ServeArgs {
     /// Base URL of heartbeat ping addresses (default: <public url>/ping).
     #[arg(long, env = "OUTPOST_PING_URL")]
     ping_url: Option<url::Url>,
+    /// SMTP server of e-mail alerts: smtp://host:port, smtp://host:port?tls=required or
+    /// smtps://user:pass@host:port (prefer the environment variable for a password).
+    #[arg(
+        long,
+        env = "OUTPOST_SMTP_URL",
+        hide_env_values = true,
+        requires = "smtp_from"
+    )]
+    smtp_url: Option<String>,
+    /// Sender of e-mail alerts: alerts@example.com or "Outpost <alerts@example.com>".
+    #[arg(long, env = "OUTPOST_SMTP_FROM")]
+    smtp_from: Option<String>,
 }
 
 impl ServeArgs {
@@ -100,6 +113,10 @@ impl ServeArgs {
             lease_ttl: Duration::from_secs(self.lease_ttl_secs),
             // Default: <public url>/ping. A --ping-url flag (OUTPOST_PING_URL) belongs here.
             ping_url: self.ping_url.clone(),
+            smtp: self.smtp_url.clone().map(|url| SmtpConfig {
+                url,
+                from: self.smtp_from.clone().unwrap_or_default(),
+            }),
         }
     }
 }

@@ -187,3 +187,116 @@ impl Blackbox {
         })
     }
 }
+
+/// nginx answering every request with a fixed `200 OK` (`return 200 "OK";`): the ceiling
+/// of a tiny HTTP answer on this machine.
+pub fn start_nginx_ok(dir: &Path, port: u16) -> Result<Killed> {
+    std::fs::create_dir_all(dir.join("logs"))?;
+    let conf = dir.join("nginx-ok.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/logs/error.log;\n\
+             events {{ worker_connections 4096; }}\n\
+             http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d};\n\
+               fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
+               server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"OK\"; }} }} }}\n",
+            d = dir.display(),
+        ),
+    )?;
+    spawn(
+        Command::new(nginx_binary())
+            .arg("-c")
+            .arg(&conf)
+            .arg("-p")
+            .arg(dir),
+        &dir.join("nginx.out"),
+    )
+}
+
+/// What wrk reported.
+#[derive(Debug, Clone, Copy)]
+pub struct WrkFigures {
+    /// Responses received.
+    pub requests: u64,
+    /// Responses that were not 2xx or 3xx.
+    pub non_2xx: u64,
+    /// Connect, read, write errors and timeouts.
+    pub socket_errors: u64,
+    pub requests_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// `1.23ms`, `456.00us`, `1.02s` -> milliseconds.
+fn wrk_duration_ms(s: &str) -> Option<f64> {
+    let (n, factor) = if let Some(n) = s.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        return None;
+    };
+    n.parse::<f64>().ok().map(|v| v * factor)
+}
+
+/// Runs `wrk --latency` with `args` (threads, connections, duration, script, URL) and
+/// reads its figures.
+pub fn run_wrk(args: &[&str]) -> Result<(WrkFigures, String)> {
+    let out = Command::new("wrk")
+        .arg("--latency")
+        .args(args)
+        .output()
+        .context("running wrk")?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        bail!("wrk failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let find = |prefix: &str| {
+        text.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+    };
+    let requests: u64 = text
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .and_then(|l| l.split_whitespace().next())
+        .context("wrk output: requests")?
+        .parse()?;
+    let non_2xx: u64 = match find("Non-2xx or 3xx responses:") {
+        Some(l) => l.rsplit(' ').next().unwrap_or("0").parse()?,
+        None => 0,
+    };
+    let socket_errors: u64 = match find("Socket errors:") {
+        Some(l) => l
+            .trim_start_matches("Socket errors:")
+            .split(',')
+            .filter_map(|part| part.split_whitespace().nth(1))
+            .map(|n| n.parse::<u64>().unwrap_or(0))
+            .sum(),
+        None => 0,
+    };
+    let requests_per_sec: f64 = find("Requests/sec:")
+        .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .context("wrk output: Requests/sec")?
+        .parse()?;
+    let percentile = |p: &str| {
+        find(p)
+            .and_then(|l| l.split_whitespace().nth(1).and_then(wrk_duration_ms))
+            .context("wrk output: latency distribution")
+    };
+    Ok((
+        WrkFigures {
+            requests,
+            non_2xx,
+            socket_errors,
+            requests_per_sec,
+            p50_ms: percentile("50%")?,
+            p99_ms: percentile("99%")?,
+        },
+        text,
+    ))
+}

@@ -69,6 +69,9 @@ pub struct ServeConfig {
     /// Base URL of heartbeat ping addresses (`<ping_url>/<token>`); defaults to
     /// `<public url>/ping`, which this process serves.
     pub ping_url: Option<url::Url>,
+    /// The SMTP server and sender of e-mail alerts; None: e-mail channels are logged as
+    /// undeliverable.
+    pub smtp: Option<alerts::email::SmtpConfig>,
 }
 
 /// Which background loops `serve` runs (tests switch them off to drive them by hand
@@ -132,6 +135,8 @@ pub enum ServiceError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Alerts(#[from] AlertsError),
+    #[error("e-mail: {0}")]
+    Email(#[from] alerts::email::EmailError),
     #[error("credentials file {path}: {source}")]
     Credentials {
         path: PathBuf,
@@ -277,7 +282,25 @@ impl BoundService {
             Some(u) => u.as_str().trim_end_matches('/').to_owned(),
             None => format!("{public_url}{}", ping::PING_PATH),
         };
-        let (alerts, dispatcher) = Alerts::new(store.clone(), extras.alert_delivery)?;
+        let mailer = match &config.smtp {
+            Some(smtp) => {
+                let mailer = alerts::email::Mailer::new(smtp, extras.alert_delivery)?;
+                tracing::info!(smtp = mailer.server(), from = %smtp.from, "e-mail alerts go through SMTP");
+                Some(mailer)
+            }
+            None => {
+                tracing::info!(
+                    "no SMTP server configured (--smtp-url): e-mail alert channels are not delivered"
+                );
+                None
+            }
+        };
+        let (alerts, dispatcher) = Alerts::with_email(
+            store.clone(),
+            extras.alert_delivery,
+            mailer,
+            Some(public_url.clone()),
+        )?;
         let (heartbeats, commands) = Heartbeats::channel();
         let engine = Engine::load(
             store.clone(),

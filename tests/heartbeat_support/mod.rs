@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use outpost::service::alerts::DeliveryPolicy;
+use outpost::service::alerts::email::SmtpConfig;
 use outpost::service::clock::ManualClock;
 use outpost::service::{BoundService, ServeExtras, ServeOptions};
 use outpost::shutdown::Shutdown;
@@ -43,12 +44,23 @@ pub fn fast_delivery() -> DeliveryPolicy {
 /// Starts a service (no scheduler, reaper on) whose heartbeat clock is `clock`, in
 /// `dir` (a fresh temporary directory when None).
 pub async fn start_with_clock(clock: &ManualClock, dir: Option<tempfile::TempDir>) -> TestService {
+    start_with_smtp(clock, dir, None).await
+}
+
+/// [`start_with_clock`] with e-mail alerts sent through `smtp`.
+pub async fn start_with_smtp(
+    clock: &ManualClock,
+    dir: Option<tempfile::TempDir>,
+    smtp: Option<SmtpConfig>,
+) -> TestService {
     let dir = match dir {
         Some(d) => d,
         None => tempfile::tempdir().unwrap(),
     };
+    let mut serve_config = config(dir.path(), Duration::from_secs(15));
+    serve_config.smtp = smtp;
     let service = BoundService::bind_with_extras(
-        config(dir.path(), Duration::from_secs(15)),
+        serve_config,
         ServeOptions {
             scheduler: false,
             reaper: true,
@@ -185,11 +197,27 @@ pub async fn create_webhook(svc: &TestService, url: &str, secret: Option<&str>) 
     out["id"].as_i64().unwrap()
 }
 
+/// Creates an e-mail channel; returns its id.
+pub async fn create_email_channel(svc: &TestService, address: &str) -> i64 {
+    let resp = svc
+        .api(Method::POST, "/v1/alert-channels")
+        .json(&json!({"type": "EMAIL", "config": {"address": address}}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let out: Value = resp.json().await.unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    out["id"].as_i64().unwrap()
+}
+
 /// One request the receiver got.
 #[derive(Debug, Clone)]
 pub struct Received {
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// When the request arrived (system clock, Unix milliseconds).
+    pub at_ms: i64,
 }
 
 impl Received {
@@ -246,8 +274,13 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> AxumStatus {
+    let at_ms = chrono::Utc::now().timestamp_millis();
     let status = state.script.lock().unwrap().pop_front().unwrap_or(200);
-    let _ = state.tx.send(Received { headers, body });
+    let _ = state.tx.send(Received {
+        headers,
+        body,
+        at_ms,
+    });
     AxumStatus::from_u16(status).unwrap()
 }
 

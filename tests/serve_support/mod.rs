@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 
 use serde_json::Value;
 
@@ -11,6 +11,9 @@ use serde_json::Value;
 pub struct Serve {
     child: Child,
     pub base: String,
+    /// Every line the process wrote to stderr so far (JSON log lines).
+    #[allow(dead_code)]
+    pub logs: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for Serve {
@@ -23,10 +26,17 @@ impl Drop for Serve {
 impl Serve {
     /// Starts `outpost serve` on 127.0.0.1:0 in `dir` and waits for its address (it has
     /// written `dir/credentials.json` by then).
+    #[allow(dead_code)]
     pub fn start(dir: &Path) -> Serve {
+        Serve::start_with_env(dir, &[])
+    }
+
+    /// [`Serve::start`] with extra environment variables (e.g. OUTPOST_SMTP_URL).
+    pub fn start_with_env(dir: &Path, env: &[(&str, &str)]) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_outpost"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir)
+            .envs(env.iter().copied())
             .env("LOG_FORMAT", "json")
             .env("LOG_LEVEL", "INFO")
             .env_remove("RUST_LOG")
@@ -37,9 +47,12 @@ impl Serve {
             .expect("start outpost serve");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let kept = logs.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                kept.lock().unwrap().push(line.clone());
                 if !sent
                     && let Ok(v) = serde_json::from_str::<Value>(&line)
                     && v["message"] == "control plane listening"
@@ -53,6 +66,7 @@ impl Serve {
         Serve {
             child,
             base: format!("http://{addr}"),
+            logs,
         }
     }
 

@@ -60,6 +60,7 @@ pub fn config(dir: &std::path::Path, lease_ttl: Duration) -> ServeConfig {
         public_url: None,
         lease_ttl,
         ping_url: None,
+        smtp: None,
     }
 }
 

@@ -2,8 +2,8 @@
 //! normalization of a create/update body, and the JSON a channel is shown as (the
 //! webhook secret masked).
 //!
-//! Types: WEBHOOK (delivered) and EMAIL (stored and validated; SMTP delivery comes
-//! later). The reference's other types are refused with a 400 naming `type`.
+//! Types: WEBHOOK and EMAIL (delivered over the service's SMTP server, see
+//! `alerts::email`). The reference's other types are refused with a 400 naming `type`.
 
 use serde_json::{Map, Value, json};
 use uuid::Uuid;

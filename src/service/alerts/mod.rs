@@ -6,9 +6,13 @@
 //!
 //! - `notice`: the notice and its JSON (the webhook body);
 //! - `channels`: alert channel documents of the API (validation, JSON);
-//! - `webhook`: webhook targets, signatures, delivery with retries.
+//! - `webhook`: webhook targets, signatures, delivery with retries;
+//! - `email`: the SMTP settings and the mailer (plain-text mail with retries) that
+//!   e-mail channels are delivered through. Without SMTP settings, e-mail notices are
+//!   logged as undeliverable and the other channels go on.
 
 pub mod channels;
+pub mod email;
 pub mod notice;
 pub mod webhook;
 
@@ -91,15 +95,26 @@ impl Drop for PendingGuard {
 pub struct Alerts {
     tx: mpsc::Sender<Queued>,
     pending: Arc<Pending>,
+    mailer: Option<email::Mailer>,
 }
 
 /// The background dispatcher; [`Dispatcher::run`] consumes it.
 pub struct Dispatcher {
     rx: mpsc::Receiver<Queued>,
     store: Store,
-    client: reqwest::Client,
+    senders: Arc<Senders>,
     policy: DeliveryPolicy,
     pending: Arc<Pending>,
+}
+
+/// What deliveries go through.
+struct Senders {
+    client: reqwest::Client,
+    policy: DeliveryPolicy,
+    /// None: no SMTP server configured.
+    mailer: Option<email::Mailer>,
+    /// Base URL of links in e-mails (the service's public URL), without a trailing slash.
+    links_base: Option<String>,
 }
 
 /// Why the dispatcher could not be built.
@@ -108,8 +123,20 @@ pub struct Dispatcher {
 pub struct AlertsError(#[from] reqwest::Error);
 
 impl Alerts {
-    /// A handle and its dispatcher.
+    /// A handle and its dispatcher (e-mail channels undeliverable: no SMTP).
     pub fn new(store: Store, policy: DeliveryPolicy) -> Result<(Alerts, Dispatcher), AlertsError> {
+        Alerts::with_email(store, policy, None, None)
+    }
+
+    /// A handle and its dispatcher that sends e-mail channels' notices through `mailer`
+    /// (None: they are logged as undeliverable); `links_base` (the public URL) goes
+    /// before the links in e-mails.
+    pub fn with_email(
+        store: Store,
+        policy: DeliveryPolicy,
+        mailer: Option<email::Mailer>,
+        links_base: Option<String>,
+    ) -> Result<(Alerts, Dispatcher), AlertsError> {
         let client = reqwest::Client::builder()
             .timeout(policy.timeout)
             .redirect(reqwest::redirect::Policy::none())
@@ -120,15 +147,26 @@ impl Alerts {
             Alerts {
                 tx,
                 pending: pending.clone(),
+                mailer: mailer.clone(),
             },
             Dispatcher {
                 rx,
                 store,
-                client,
+                senders: Arc::new(Senders {
+                    client,
+                    policy,
+                    mailer,
+                    links_base: links_base.map(|b| b.trim_end_matches('/').to_owned()),
+                }),
                 policy,
                 pending,
             },
         ))
+    }
+
+    /// The SMTP mailer, when the service has one (for other mail than alerts).
+    pub fn mailer(&self) -> Option<&email::Mailer> {
+        self.mailer.as_ref()
     }
 
     /// Queues a notice without waiting. When the queue is full the notice stays in the
@@ -213,10 +251,9 @@ impl Dispatcher {
                     };
                     let Ok(permit) = permit else { break };
                     let store = self.store.clone();
-                    let client = self.client.clone();
-                    let policy = self.policy;
+                    let senders = self.senders.clone();
                     tasks.spawn(async move {
-                        deliver(&store, &client, &policy, queued).await;
+                        deliver(&store, &senders, queued).await;
                         drop(permit);
                         drop(guard);
                     });
@@ -238,7 +275,7 @@ fn wants(channel: &ChannelRecord, kind: NoticeKind) -> bool {
 
 /// Sends one notice to every channel subscribed to its check, then removes it from the
 /// outbox.
-async fn deliver(store: &Store, client: &reqwest::Client, policy: &DeliveryPolicy, q: Queued) {
+async fn deliver(store: &Store, senders: &Senders, q: Queued) {
     let notice = &q.notice;
     let targets = match store
         .alert_targets(notice.account_id, notice.check_id)
@@ -253,7 +290,7 @@ async fn deliver(store: &Store, client: &reqwest::Client, policy: &DeliveryPolic
     let sends = targets
         .iter()
         .filter(|c| wants(c, notice.alert_type))
-        .map(|c| deliver_to(client, policy, c, notice));
+        .map(|c| deliver_to(senders, c, notice));
     futures_util::future::join_all(sends).await;
     if let Some(id) = q.outbox_id
         && let Err(e) = store.remove_notice(id).await
@@ -262,12 +299,7 @@ async fn deliver(store: &Store, client: &reqwest::Client, policy: &DeliveryPolic
     }
 }
 
-async fn deliver_to(
-    client: &reqwest::Client,
-    policy: &DeliveryPolicy,
-    channel: &ChannelRecord,
-    notice: &AlertNotice,
-) {
+async fn deliver_to(senders: &Senders, channel: &ChannelRecord, notice: &AlertNotice) {
     let alert = notice.alert_type.as_str();
     match channel.channel_type.as_str() {
         "WEBHOOK" => {
@@ -283,7 +315,7 @@ async fn deliver_to(
                     return;
                 }
             };
-            match webhook::send(client, policy, &target, notice).await {
+            match webhook::send(&senders.client, &senders.policy, &target, notice).await {
                 Ok(attempts) => tracing::info!(
                     channel = channel.id,
                     check = %notice.check_id,
@@ -300,16 +332,63 @@ async fn deliver_to(
                 ),
             }
         }
-        "EMAIL" => tracing::warn!(
-            channel = channel.id,
-            check = %notice.check_id,
-            alert,
-            "e-mail alert channels are not delivered by this version (no SMTP yet)"
-        ),
+        "EMAIL" => deliver_email(senders, channel, notice).await,
         other => tracing::warn!(
             channel = channel.id,
             channel_type = other,
             "alert channel type not delivered by this version"
+        ),
+    }
+}
+
+/// Sends a notice to an e-mail channel's address (logged, never raised: the other
+/// channels go on whatever happens here).
+async fn deliver_email(senders: &Senders, channel: &ChannelRecord, notice: &AlertNotice) {
+    let alert = notice.alert_type.as_str();
+    let Some(mailer) = &senders.mailer else {
+        tracing::warn!(
+            channel = channel.id,
+            check = %notice.check_id,
+            alert,
+            reason = "no SMTP server configured (--smtp-url / OUTPOST_SMTP_URL)",
+            "e-mail alert not delivered"
+        );
+        return;
+    };
+    let Some(address) = channel
+        .config
+        .get("address")
+        .and_then(serde_json::Value::as_str)
+    else {
+        tracing::error!(
+            channel = channel.id,
+            "e-mail channel without an address; alert not delivered"
+        );
+        return;
+    };
+    let link = senders
+        .links_base
+        .as_ref()
+        .map(|base| format!("{base}/v1/checks/heartbeats/{}/events", notice.check_id));
+    let body = notice.email_body(link.as_deref());
+    match mailer
+        .send(&[address], &notice.email_subject(), &body)
+        .await
+    {
+        Ok(attempts) => tracing::info!(
+            channel = channel.id,
+            check = %notice.check_id,
+            alert,
+            attempts,
+            "alert delivered by e-mail"
+        ),
+        Err(e) => tracing::warn!(
+            channel = channel.id,
+            check = %notice.check_id,
+            alert,
+            smtp = mailer.server(),
+            error = %e,
+            "alert delivery by e-mail failed; giving up"
         ),
     }
 }

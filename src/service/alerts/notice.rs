@@ -87,3 +87,79 @@ impl AlertNotice {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 }
+
+/// `2030-01-01T00:01:30.000Z`.
+fn stamp(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl AlertNotice {
+    /// The subject of the notice's e-mail, e.g.
+    /// `[Outpost] FAILING: heartbeat "nightly backup" missed its deadline`.
+    pub fn email_subject(&self) -> String {
+        match self.alert_type {
+            NoticeKind::AlertFailure => format!(
+                "[Outpost] FAILING: heartbeat {:?} missed its deadline",
+                self.check_name
+            ),
+            NoticeKind::AlertRecovery => format!(
+                "[Outpost] RECOVERED: heartbeat {:?} pinged again",
+                self.check_name
+            ),
+        }
+    }
+
+    /// The plain-text body of the notice's e-mail: what happened, the monitor, its
+    /// state, the deadline and the last ping, and `link` (where the events are seen).
+    pub fn email_body(&self, link: Option<&str>) -> String {
+        let mut out = String::new();
+        let mut line = |label: &str, value: &str| {
+            out.push_str(&format!("{label:<11}{value}\n"));
+        };
+        let none = "none".to_owned();
+        let (headline, state) = match self.alert_type {
+            NoticeKind::AlertFailure => (
+                format!(
+                    "Heartbeat monitor {:?} is FAILING: no ping arrived by its deadline.",
+                    self.check_name
+                ),
+                "FAILING".to_owned(),
+            ),
+            NoticeKind::AlertRecovery => (
+                format!(
+                    "Heartbeat monitor {:?} has RECOVERED: a ping arrived at {}.",
+                    self.check_name,
+                    stamp(&self.event_at)
+                ),
+                format!("RECOVERED (the ping was {})", self.event_state.as_str()),
+            ),
+        };
+        line("Monitor:", &self.check_name);
+        line("State:", &state);
+        if let Some(d) = &self.deadline_at {
+            line("Deadline:", &stamp(d));
+        }
+        line(
+            "Last ping:",
+            &self.last_ping_at.as_ref().map(stamp).unwrap_or(none),
+        );
+        if !self.tags.is_empty() {
+            line("Tags:", &self.tags.join(", "));
+        }
+        line("Check id:", &self.check_id.to_string());
+        if let Some(link) = link {
+            line("Events:", link);
+        }
+        let footer = match self.alert_type {
+            NoticeKind::AlertFailure => {
+                "This monitor alerts once per failure; its next ping records the recovery \
+                 and sends a recovery notice."
+            }
+            NoticeKind::AlertRecovery => "The monitor's timer runs again from this ping.",
+        };
+        format!(
+            "{headline}\n\n{out}\n{footer}\n\n-- \nOutpost {}\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    }
+}
