@@ -6,13 +6,13 @@
 //!    operating system's with `USE_OS_DNS_RESOLVER=true`); only addresses of the check's
 //!    family count and the first one is pinged. A name that does not resolve is a DNS
 //!    error.
-//! 2. Takes the process's ICMP client of that family (see [`IcmpEnv`]).
+//! 2. Takes the process's ICMP socket of that family (see [`IcmpEnv`]).
 //! 3. Sends the echo requests [`PING_INTERVAL`] apart, each waiting at most
 //!    [`packet_timeout`] for its reply. A request without an echo reply in time (or
 //!    answered by an ICMP error such as "destination unreachable") is lost. Each round
 //!    trip is timed as iputils `ping` times it: from the realtime clock read right
 //!    before `sendto` to the kernel's receive timestamp of the reply (`SO_TIMESTAMPNS`),
-//!    so task wake-ups are not counted (see [`socket`]).
+//!    so task wake-ups are not counted (see `socket.rs`).
 //! 4. Computes the loss in percent and the average, minimum, maximum and population
 //!    standard deviation of the round-trip times, in milliseconds.
 //!
@@ -28,8 +28,10 @@
 //! need neither root nor `CAP_NET_RAW`, only a group inside the sysctl
 //! `net.ipv4.ping_group_range` (which also governs ICMPv6). When the kernel refuses
 //! them, a raw socket is tried, which needs `CAP_NET_RAW`. The sockets and their
-//! receive loop are ours ([`socket`]: surge-ping's read replies without their control
-//! messages); surge-ping encodes the requests and decodes replies and ICMP errors.
+//! receive loop are ours (`socket.rs`: surge-ping's read replies without their control
+//! messages, so without kernel timestamps); surge-ping decodes replies and ICMP errors.
+//! ICMP errors reach raw sockets only: the kernel does not queue them on unconnected
+//! datagram ICMP sockets, so there a request they answer is lost by its timeout.
 //!
 //! Matching replies: with datagram sockets the kernel replaces the echo identifier with
 //! the socket's own, and every run of the process shares that socket, so replies can
@@ -84,7 +86,7 @@ impl Executor for IcmpMonitorSpec {
     }
 }
 
-// ------------------------------------------------------------------ shared clients
+// ------------------------------------------------------------------ shared sockets
 
 /// The process's ICMP sockets, one per family, opened on first use. A socket comes with
 /// a task that reads every reply from it, so all runs share it; it is reopened if a run
@@ -93,11 +95,11 @@ impl Executor for IcmpMonitorSpec {
 /// was widened succeeds.
 #[derive(Default)]
 pub(crate) struct IcmpEnv {
-    v4: Mutex<Option<SharedClient>>,
-    v6: Mutex<Option<SharedClient>>,
+    v4: Mutex<Option<SharedSocket>>,
+    v6: Mutex<Option<SharedSocket>>,
 }
 
-struct SharedClient {
+struct SharedSocket {
     runtime: tokio::runtime::Id,
     socket: EchoSocket,
 }
@@ -108,7 +110,7 @@ impl IcmpEnv {
     }
 
     /// The socket of `family`, opened now if needed.
-    fn client(&self, family: IpFamily) -> Result<EchoSocket, FetchError> {
+    fn socket(&self, family: IpFamily) -> Result<EchoSocket, FetchError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| FetchError::new(ErrorKind::Internal, format!("no async runtime: {e}")))?
             .id();
@@ -122,8 +124,8 @@ impl IcmpEnv {
         {
             return Ok(s.socket.clone());
         }
-        let socket = open_client(family)?;
-        *shared = Some(SharedClient {
+        let socket = open_socket(family)?;
+        *shared = Some(SharedSocket {
             runtime,
             socket: socket.clone(),
         });
@@ -132,7 +134,7 @@ impl IcmpEnv {
 }
 
 /// Opens an ICMP socket of `family`: datagram first, raw if that is refused.
-fn open_client(family: IpFamily) -> Result<EchoSocket, FetchError> {
+fn open_socket(family: IpFamily) -> Result<EchoSocket, FetchError> {
     match EchoSocket::open(family) {
         Ok(socket) => {
             tracing::info!(
@@ -357,7 +359,7 @@ fn exceeds(value: Option<f64>, limit: Option<f64>) -> bool {
     matches!((value, limit), (Some(v), Some(l)) if v > l)
 }
 
-/// Resolves, opens the client and sends every request, leaving the summary in `out`.
+/// Resolves, opens the socket and sends every request, leaving the summary in `out`.
 async fn ping_all(
     env: &ExecEnv,
     spec: &IcmpMonitorSpec,
@@ -369,7 +371,7 @@ async fn ping_all(
     let family = request.family();
     let count = request.count().clamp(1, MAX_PING_COUNT);
     let ip = resolve(env, host, family).await?;
-    let client = env.icmp.client(family)?;
+    let socket = env.icmp.socket(family)?;
 
     // `count` is at most 50, so the cast and the sequence arithmetic cannot overflow.
     let first_seq = reserve_sequences(ip, count as u16);
@@ -377,7 +379,7 @@ async fn ping_all(
     let wait = packet_timeout(spec.max_response_time, count, limit);
     let start = tokio::time::Instant::now();
     let echoes = join_all((0..count).map(|i| {
-        let socket = &client;
+        let socket = &socket;
         let seq = first_seq.wrapping_add(i as u16);
         async move {
             tokio::time::sleep_until(start + PING_INTERVAL * i).await;
