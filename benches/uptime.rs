@@ -3,8 +3,10 @@
 //! against iputils ping. Outpost's executors run in this process (the agent's code path
 //! without the control plane), 16 at a time; the peer is driven by wrk at 16 connections.
 //!
-//! cargo bench --bench uptime -- [--checks 20000] [--peer-seconds 5]
+//! cargo bench --bench uptime -- [--checks 20000] [--peer-seconds 5] [--only url|tcp|dns|icmp]
 //! Needs nginx, dnsmasq, prometheus-blackbox-exporter, wrk and ping (scripts/bench installs them).
+//! `--only TYPE` measures that type alone (and, for icmp, the round trips), starting only
+//! the peers it needs.
 
 mod support;
 
@@ -122,27 +124,35 @@ fn median(values: &mut [f64]) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// Average RTT in ms printed by iputils ping (`rtt min/avg/max/mdev = a/b/c/d ms`).
-fn ping_avg_ms(count: u32) -> Result<f64> {
+/// The `--only` type, lower-cased, if given.
+fn only() -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.to_ascii_lowercase())
+}
+
+/// One iputils ping run: its average RTT in ms (`rtt min/avg/max/mdev = a/b/c/d ms`) and
+/// each echo's (`time=0.045 ms`).
+fn ping_rtts_ms(count: u32) -> Result<(f64, Vec<f64>)> {
     let out = Command::new("ping")
-        .args([
-            "-n",
-            "-q",
-            "-c",
-            &count.to_string(),
-            "-i",
-            "0.01",
-            "127.0.0.1",
-        ])
+        .args(["-n", "-c", &count.to_string(), "-i", "0.01", "127.0.0.1"])
         .output()
         .context("running ping")?;
     let text = String::from_utf8_lossy(&out.stdout);
+    let each = text
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect();
     let line = text
         .lines()
         .find(|l| l.contains("min/avg/max"))
         .context("ping summary")?;
     let numbers = line.split('=').nth(1).context("ping numbers")?.trim();
-    Ok(numbers.split('/').nth(1).context("avg")?.trim().parse()?)
+    let avg = numbers.split('/').nth(1).context("avg")?.trim().parse()?;
+    Ok((avg, each))
 }
 
 /// RTT in ms from one blackbox ICMP probe.
@@ -169,45 +179,61 @@ async fn main() -> Result<()> {
     }
     let checks = arg("--checks", 20_000) as usize;
     let peer_seconds = arg("--peer-seconds", 5);
+    let only = only();
+    if let Some(o) = &only
+        && !["url", "tcp", "dns", "icmp"].contains(&o.as_str())
+    {
+        anyhow::bail!("--only takes url, tcp, dns or icmp, not {o}");
+    }
+    let wants = |t: &str| only.as_deref().is_none_or(|o| o == t);
     let dir = tempfile::tempdir()?;
     let root = dir.path().to_owned();
-    let nginx_port = free_port()?;
-    let _nginx = start_nginx(&root.join("nginx"), nginx_port)?;
-    support::wait_http(&format!("http://127.0.0.1:{nginx_port}/")).await?;
-    let dns_port = free_port()?;
-    let _dns = start_dnsmasq(&root.join("dns"), dns_port)?;
-
-    let blackbox = Blackbox::start(&root.join("blackbox"), BLACKBOX_MODULES).await?;
-    let env = ExecEnv::from_system().context("exec env")?;
-
-    let http_target = format!("http://127.0.0.1:{nginx_port}/index.html");
-    let cases: Vec<(&str, Value, &str, String)> = vec![
-        (
-            "URL (http)",
-            json!({"checkType": "URL", "request": {"url": http_target}}),
-            "http_2xx",
-            http_target.clone(),
-        ),
-        (
-            "TCP (connect)",
-            json!({"checkType": "TCP", "request": {"hostname": "127.0.0.1", "port": nginx_port}}),
-            "tcp_connect",
-            format!("127.0.0.1:{nginx_port}"),
-        ),
-        (
+    let mut cases: Vec<(&str, Value, &str, String)> = Vec::new();
+    let mut _peers = Vec::new();
+    if wants("url") || wants("tcp") {
+        let nginx_port = free_port()?;
+        _peers.push(start_nginx(&root.join("nginx"), nginx_port)?);
+        support::wait_http(&format!("http://127.0.0.1:{nginx_port}/")).await?;
+        let http_target = format!("http://127.0.0.1:{nginx_port}/index.html");
+        if wants("url") {
+            cases.push((
+                "URL (http)",
+                json!({"checkType": "URL", "request": {"url": http_target}}),
+                "http_2xx",
+                http_target.clone(),
+            ));
+        }
+        if wants("tcp") {
+            cases.push((
+                "TCP (connect)",
+                json!({"checkType": "TCP", "request": {"hostname": "127.0.0.1", "port": nginx_port}}),
+                "tcp_connect",
+                format!("127.0.0.1:{nginx_port}"),
+            ));
+        }
+    }
+    if wants("dns") {
+        let dns_port = free_port()?;
+        _peers.push(start_dnsmasq(&root.join("dns"), dns_port)?);
+        cases.push((
             "DNS (UDP, A)",
             json!({"checkType": "DNS", "request": {"query": "bench.test", "recordType": "A",
                 "nameServer": "127.0.0.1", "port": dns_port, "protocol": "UDP"}}),
             "dns",
             format!("127.0.0.1:{dns_port}"),
-        ),
-        (
+        ));
+    }
+    if wants("icmp") {
+        cases.push((
             "ICMP (1 echo)",
             json!({"checkType": "ICMP", "request": {"hostname": "127.0.0.1", "pingCount": 1}}),
             "icmp",
             "127.0.0.1".to_owned(),
-        ),
-    ];
+        ));
+    }
+
+    let blackbox = Blackbox::start(&root.join("blackbox"), BLACKBOX_MODULES).await?;
+    let env = ExecEnv::from_system().context("exec env")?;
 
     println!(
         "Uptime executors: {checks} checks per type, 16 at a time, in-process; peer: blackbox exporter driven by wrk -t1 -c16 -d{peer_seconds}s\n"
@@ -243,37 +269,50 @@ async fn main() -> Result<()> {
         );
     }
 
-    // ICMP round trips: ours (median of per-run averages) vs iputils ping vs the peer.
+    // ICMP round trips: ours vs iputils ping vs the peer, as medians of the per-run
+    // averages and of every single echo.
     let rtt_doc =
         json!({"checkType": "ICMP", "request": {"hostname": "127.0.0.1", "pingCount": 20}});
-    if let Ok(spec) = CheckSpec::from_document(&rtt_doc) {
-        let mut ours = Vec::new();
-        let mut pings = Vec::new();
+    if wants("icmp")
+        && let Ok(spec) = CheckSpec::from_document(&rtt_doc)
+    {
+        let (mut ours, mut ours_each) = (Vec::new(), Vec::new());
+        let (mut pings, mut pings_each) = (Vec::new(), Vec::new());
         let mut peer = Vec::new();
         for _ in 0..5 {
             let r = run_check(&spec, &env).await;
             if let Some(avg) = r.response_time {
                 ours.push(avg);
             }
-            pings.push(ping_avg_ms(20)?);
+            if let Some(icmp) = &r.icmp {
+                ours_each.extend(icmp.rtts.iter().flatten().copied());
+            }
+            let (avg, each) = ping_rtts_ms(20)?;
+            pings.push(avg);
+            pings_each.extend(each);
             for _ in 0..4 {
                 peer.push(blackbox_icmp_rtt_ms(blackbox.port).await?);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let (o, p, b) = (median(&mut ours), median(&mut pings), median(&mut peer));
+        let (oe, pe) = (median(&mut ours_each), median(&mut pings_each));
         println!(
-            "\nICMP round trip to 127.0.0.1, medians of 5 runs of 20 echoes (peer: 20 single-echo probes):\n"
+            "\nICMP round trip to 127.0.0.1, 5 runs of 20 echoes each (peer: 20 single-echo probes):\n"
         );
-        println!("| outpost | iputils ping | blackbox exporter | outpost - ping |");
-        println!("|---|---|---|---|");
+        println!("| median of | outpost | iputils ping | blackbox exporter | outpost - ping |");
+        println!("|---|---|---|---|---|");
         println!(
-            "| {:.3} ms | {:.3} ms | {:.3} ms | {:+.3} ms ({:+.1}%) |",
-            o,
-            p,
-            b,
+            "| run averages | {o:.3} ms | {p:.3} ms | {b:.3} ms (probes) | {:+.3} ms ({:+.1}%) |",
             o - p,
             (o - p) / p * 100.0
+        );
+        println!(
+            "| single echoes ({} / {}) | {oe:.3} ms | {pe:.3} ms | | {:+.3} ms ({:+.1}%) |",
+            ours_each.len(),
+            pings_each.len(),
+            oe - pe,
+            (oe - pe) / pe * 100.0
         );
     }
     Ok(())

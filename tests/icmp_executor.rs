@@ -496,6 +496,45 @@ async fn six_concurrent_runs(env: &ExecEnv, host: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Runs a 5-echo check of `host` and checks every reported round trip against the wall
+/// time of the whole run: above zero, and no longer than the run (a round trip read off
+/// clocks that disagree, or timed from the wrong moment, would break one or the other).
+async fn round_trips_within_the_run(env: &ExecEnv, host: &str) -> Result<(), String> {
+    let check = spec(icmp(host, json!({"request": {"pingCount": 5}})));
+    let started = std::time::Instant::now();
+    let r = run_check(&check, env).await;
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if let Some(e) = r.error.as_ref().filter(|e| e.kind == ErrorKind::Permission) {
+        return Err(e.message.clone());
+    }
+    assert_eq!(r.status, RunStatus::Passed, "{r:?}");
+    let icmp = r.icmp.as_ref().unwrap();
+    assert_eq!(icmp.rtts.len(), 5, "{icmp:?}");
+    for rtt in &icmp.rtts {
+        let rtt = rtt.unwrap_or_else(|| panic!("a lost echo: {icmp:?}"));
+        assert!(
+            rtt > 0.0 && rtt <= wall_ms,
+            "rtt {rtt} ms, run {wall_ms} ms: {icmp:?}"
+        );
+    }
+    let latency = icmp.latency.unwrap();
+    assert!(latency.max <= wall_ms && latency.min > 0.0, "{latency:?}");
+    Ok(())
+}
+
+/// In this process, with whatever ICMP socket it may open (raw when run as root).
+#[tokio::test]
+async fn loopback_round_trips_are_above_zero_and_within_the_run() {
+    let env = ExecEnv::new(None).unwrap();
+    for host in ["127.0.0.1", "::1"] {
+        if let Err(why) = round_trips_within_the_run(&env, host).await {
+            say(&format!(
+                "SKIP loopback_round_trips_are_above_zero_and_within_the_run {host}: {why}"
+            ));
+        }
+    }
+}
+
 /// In this process, with whatever ICMP socket it may open (raw when run as root).
 #[tokio::test]
 async fn concurrent_runs_to_one_host_each_get_all_their_replies() {
@@ -516,6 +555,8 @@ async fn concurrent_runs_inside_a_namespace() {
     let env = ExecEnv::new(None).unwrap();
     six_concurrent_runs(&env, "127.0.0.1").await.unwrap();
     six_concurrent_runs(&env, "::1").await.unwrap();
+    round_trips_within_the_run(&env, "127.0.0.1").await.unwrap();
+    round_trips_within_the_run(&env, "::1").await.unwrap();
 }
 
 #[test]

@@ -6,10 +6,13 @@
 //!    operating system's with `USE_OS_DNS_RESOLVER=true`); only addresses of the check's
 //!    family count and the first one is pinged. A name that does not resolve is a DNS
 //!    error.
-//! 2. Takes the process's ICMP client of that family (see [`IcmpEnv`]).
+//! 2. Takes the process's ICMP socket of that family (see [`IcmpEnv`]).
 //! 3. Sends the echo requests [`PING_INTERVAL`] apart, each waiting at most
 //!    [`packet_timeout`] for its reply. A request without an echo reply in time (or
-//!    answered by an ICMP error such as "destination unreachable") is lost.
+//!    answered by an ICMP error such as "destination unreachable") is lost. Each round
+//!    trip is timed as iputils `ping` times it: from the realtime clock read right
+//!    before `sendto` to the kernel's receive timestamp of the reply (`SO_TIMESTAMPNS`),
+//!    so task wake-ups are not counted (see `socket.rs`).
 //! 4. Computes the loss in percent and the average, minimum, maximum and population
 //!    standard deviation of the round-trip times, in milliseconds.
 //!
@@ -24,7 +27,11 @@
 //! Sockets: datagram ICMP sockets (`SOCK_DGRAM` with `IPPROTO_ICMP` / `IPPROTO_ICMPV6`)
 //! need neither root nor `CAP_NET_RAW`, only a group inside the sysctl
 //! `net.ipv4.ping_group_range` (which also governs ICMPv6). When the kernel refuses
-//! them, surge-ping falls back to a raw socket, which needs `CAP_NET_RAW`.
+//! them, a raw socket is tried, which needs `CAP_NET_RAW`. The sockets and their
+//! receive loop are ours (`socket.rs`: surge-ping's read replies without their control
+//! messages, so without kernel timestamps); surge-ping decodes replies and ICMP errors.
+//! ICMP errors reach raw sockets only: the kernel does not queue them on unconnected
+//! datagram ICMP sockets, so there a request they answer is lost by its timeout.
 //!
 //! Matching replies: with datagram sockets the kernel replaces the echo identifier with
 //! the socket's own, and every run of the process shares that socket, so replies can
@@ -43,7 +50,10 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures_util::future::join_all;
 use serde_json::Value;
-use surge_ping::{Client, Config, ICMP, IcmpPacket, PingIdentifier, PingSequence, SurgeError};
+
+mod socket;
+
+use socket::{EchoSocket, Pong};
 
 use super::assert::{self, Actual};
 use super::http_error::FetchError;
@@ -76,22 +86,22 @@ impl Executor for IcmpMonitorSpec {
     }
 }
 
-// ------------------------------------------------------------------ shared clients
+// ------------------------------------------------------------------ shared sockets
 
-/// The process's ICMP clients, one per family, opened on first use. A client owns one
-/// socket and a task that reads every reply from it, so all runs share it; it is
-/// reopened if a run happens on another tokio runtime than the one its task lives on
-/// (tests build one runtime each). Opening failures are not remembered: a run after
-/// `ping_group_range` was widened succeeds.
+/// The process's ICMP sockets, one per family, opened on first use. A socket comes with
+/// a task that reads every reply from it, so all runs share it; it is reopened if a run
+/// happens on another tokio runtime than the one its task lives on (tests build one
+/// runtime each). Opening failures are not remembered: a run after `ping_group_range`
+/// was widened succeeds.
 #[derive(Default)]
 pub(crate) struct IcmpEnv {
-    v4: Mutex<Option<SharedClient>>,
-    v6: Mutex<Option<SharedClient>>,
+    v4: Mutex<Option<SharedSocket>>,
+    v6: Mutex<Option<SharedSocket>>,
 }
 
-struct SharedClient {
+struct SharedSocket {
     runtime: tokio::runtime::Id,
-    client: Client,
+    socket: EchoSocket,
 }
 
 impl IcmpEnv {
@@ -99,8 +109,8 @@ impl IcmpEnv {
         IcmpEnv::default()
     }
 
-    /// The client of `family`, opened now if needed.
-    fn client(&self, family: IpFamily) -> Result<Client, FetchError> {
+    /// The socket of `family`, opened now if needed.
+    fn socket(&self, family: IpFamily) -> Result<EchoSocket, FetchError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| FetchError::new(ErrorKind::Internal, format!("no async runtime: {e}")))?
             .id();
@@ -112,31 +122,28 @@ impl IcmpEnv {
         if let Some(s) = shared.as_ref()
             && s.runtime == runtime
         {
-            return Ok(s.client.clone());
+            return Ok(s.socket.clone());
         }
-        let client = open_client(family)?;
-        *shared = Some(SharedClient {
+        let socket = open_socket(family)?;
+        *shared = Some(SharedSocket {
             runtime,
-            client: client.clone(),
+            socket: socket.clone(),
         });
-        Ok(client)
+        Ok(socket)
     }
 }
 
 /// Opens an ICMP socket of `family`: datagram first, raw if that is refused.
-fn open_client(family: IpFamily) -> Result<Client, FetchError> {
-    let kind = match family {
-        IpFamily::IPv4 => ICMP::V4,
-        IpFamily::IPv6 => ICMP::V6,
-    };
-    match Client::new(&Config::builder().kind(kind).build()) {
-        Ok(client) => {
+fn open_socket(family: IpFamily) -> Result<EchoSocket, FetchError> {
+    match EchoSocket::open(family) {
+        Ok(socket) => {
             tracing::info!(
                 family = family_name(family),
-                socket_type = ?client.get_socket().get_type(),
+                socket_type = ?socket.socket_type(),
+                kernel_timestamps = socket.kernel_timestamps(),
                 "opened the ICMP socket"
             );
-            Ok(client)
+            Ok(socket)
         }
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
             Err(FetchError::new(ErrorKind::Permission, permission_message()))
@@ -352,7 +359,7 @@ fn exceeds(value: Option<f64>, limit: Option<f64>) -> bool {
     matches!((value, limit), (Some(v), Some(l)) if v > l)
 }
 
-/// Resolves, opens the client and sends every request, leaving the summary in `out`.
+/// Resolves, opens the socket and sends every request, leaving the summary in `out`.
 async fn ping_all(
     env: &ExecEnv,
     spec: &IcmpMonitorSpec,
@@ -364,23 +371,19 @@ async fn ping_all(
     let family = request.family();
     let count = request.count().clamp(1, MAX_PING_COUNT);
     let ip = resolve(env, host, family).await?;
-    let client = env.icmp.client(family)?;
+    let socket = env.icmp.socket(family)?;
 
     // `count` is at most 50, so the cast and the sequence arithmetic cannot overflow.
     let first_seq = reserve_sequences(ip, count as u16);
-    let ident = PingIdentifier(rand::random());
+    let ident: u16 = rand::random();
     let wait = packet_timeout(spec.max_response_time, count, limit);
     let start = tokio::time::Instant::now();
     let echoes = join_all((0..count).map(|i| {
-        let client = client.clone();
-        let seq = PingSequence(first_seq.wrapping_add(i as u16));
+        let socket = &socket;
+        let seq = first_seq.wrapping_add(i as u16);
         async move {
             tokio::time::sleep_until(start + PING_INTERVAL * i).await;
-            let mut pinger = client.pinger(ip, ident).await;
-            pinger.timeout(wait);
-            let sent = Instant::now();
-            let outcome = pinger.ping(seq, &PAYLOAD).await;
-            classify(outcome, sent.elapsed())
+            classify(socket.ping(ip, ident, seq, &PAYLOAD, wait).await)
         }
     }))
     .await;
@@ -423,25 +426,26 @@ async fn ping_all(
     }
 }
 
-/// What one `ping` call came to; `elapsed` is the time from just before the request
-/// was sent until the reply reached the run. (surge-ping's own duration starts once
-/// `sendto` has returned, so a loopback reply that beats it reads as 0.)
-fn classify(outcome: Result<(IcmpPacket, Duration), SurgeError>, elapsed: Duration) -> Echo {
-    match outcome {
-        Ok((IcmpPacket::V4(packet), _)) if packet.get_icmp_type().0 == 0 => {
-            Echo::Reply(millis(elapsed))
+/// What one echo request came to, as the run counts it.
+fn classify(pong: Pong) -> Echo {
+    match pong {
+        Pong::Reply {
+            rtt,
+            kernel_timestamp,
+        } => {
+            if !kernel_timestamp {
+                tracing::debug!(?rtt, "echo reply timed in user space (no kernel timestamp)");
+            }
+            Echo::Reply(millis(rtt))
         }
-        Ok((IcmpPacket::V6(packet), _)) if packet.get_icmpv6_type().0 == 129 => {
-            Echo::Reply(millis(elapsed))
-        }
-        Ok((packet, _)) => {
+        Pong::IcmpError(packet) => {
             tracing::debug!(?packet, "an ICMP error instead of an echo reply");
             Echo::Lost
         }
-        Err(SurgeError::Timeout { .. }) => Echo::Lost,
-        Err(SurgeError::IOError(e)) => Echo::NotSent(e),
-        Err(e) => {
-            tracing::debug!(error = %e, "echo request lost");
+        Pong::Timeout => Echo::Lost,
+        Pong::NotSent(e) => Echo::NotSent(e),
+        Pong::Skipped(why) => {
+            tracing::debug!(%why, "echo request lost");
             Echo::Lost
         }
     }
