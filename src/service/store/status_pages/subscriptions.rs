@@ -65,7 +65,7 @@ impl Store {
         }
         let found = sqlx::query(
             "SELECT id, page_id, type, address, status, created_at, updated_at
-             FROM status_page_subscriptions WHERE page_id = ? ORDER BY created_at, id",
+             FROM status_page_subscriptions WHERE page_id = ? ORDER BY created_at, rowid",
         )
         .bind(page_id.to_string())
         .fetch_all(&mut *conn)
