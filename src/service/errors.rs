@@ -101,18 +101,19 @@ impl From<StoreError> for ApiError {
 }
 
 /// Middleware (`map_response`): any error answer that is not JSON yet (axum's own 405,
-/// 413, ...) gets the reference error body.
+/// 413, ...) gets the reference error body. HTML answers (the status pages served to
+/// browsers) are left alone.
 pub async fn json_errors(response: Response) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
-    let is_json = response
+    let keep = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if is_json {
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    if keep {
         return response;
     }
     let message = match status {

@@ -1,5 +1,5 @@
 //! Secret keys: generation, hashing and masking. A key is 32 random bytes in hex behind a
-//! prefix (`opk_` for API keys, `opa_` for agent keys); only its SHA-256 is stored and
+//! prefix (`opk_` for API keys, `opa_` for agent keys, `ops_` for status page keys); only its SHA-256 is stored and
 //! the plaintext is shown once, at creation.
 
 use rand::RngCore;
@@ -9,6 +9,8 @@ use sha2::{Digest, Sha256};
 pub const API_KEY_PREFIX: &str = "opk_";
 /// Prefix of agent (private location) keys.
 pub const AGENT_KEY_PREFIX: &str = "opa_";
+/// Prefix of status page keys (visitors of private pages).
+pub const STATUS_PAGE_KEY_PREFIX: &str = "ops_";
 /// Longest key we bother hashing; anything longer cannot be one of ours.
 pub const MAX_KEY_LEN: usize = 256;
 

@@ -15,7 +15,8 @@
 //! - `check_doc`, `check_kinds`, `check_secrets`: validation and normalization of check
 //!   documents of every type, the per-type routes and defaults, hidden variable values;
 //! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration;
-//! - `projects`: monitoring as code (deploys of projects, their diffs).
+//! - `projects`: monitoring as code (deploys of projects, their diffs);
+//! - `status_html`: status pages served as HTML to browsers (public and private).
 
 pub mod admin;
 pub mod agent_api;
@@ -38,6 +39,7 @@ pub mod projects;
 pub mod reaper;
 pub mod scheduler;
 pub mod sessions;
+pub mod status_html;
 pub mod store;
 
 use std::net::SocketAddr;

@@ -43,6 +43,7 @@ pub fn router(ctx: AppState) -> Router {
         .merge(projects::routes())
         .merge(runtimes::routes())
         .merge(super::ping::routes())
+        .merge(super::status_html::routes())
         .merge(super::agent_api::routes())
         .fallback(not_found_route)
         .method_not_allowed_fallback(method_not_allowed)

@@ -16,9 +16,12 @@
 //!   verified subscribers of the pages showing the incident's services.
 //! - A service named by an incident is not deleted (409); delete or edit the
 //!   incidents first. A deleted service leaves the cards that showed it.
+//! - `/v1/status-pages/{id}/keys`: keys of private pages (raw once at creation, masked
+//!   after; the page's `keys` lists them masked).
 
 mod fields;
 mod incidents;
+mod keys;
 mod pages;
 mod services;
 mod subscriptions;
@@ -67,6 +70,11 @@ pub fn routes() -> Router<AppState> {
             "/v1/status-pages/{id}",
             get(pages::get_one).put(pages::update).delete(pages::remove),
         )
+        .route(
+            "/v1/status-pages/{id}/keys",
+            get(keys::list).post(keys::create),
+        )
+        .route("/v1/status-pages/{id}/keys/{key_id}", delete(keys::remove))
         .route(
             "/v1/status-pages/{id}/subscriptions",
             get(subscriptions::list),

@@ -26,6 +26,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "status pages",
         include_str!("../../../migrations/0004_status_pages.sql"),
     ),
+    (
+        5,
+        "status page keys",
+        include_str!("../../../migrations/0005_status_page_keys.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.

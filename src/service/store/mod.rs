@@ -42,9 +42,10 @@ pub use sessions::{CreatedSessions, NewSession, ScheduledRuns, SessionRecord, Tr
 pub use status_pages::{
     BulkOutcome, CardWrite, INCIDENT_UPDATES_SHOWN, Incident, IncidentSeverity, IncidentStatus,
     IncidentUpdate, IncidentUpdateWrite, IncidentWrite, Listing, MAX_CARDS_PER_PAGE,
-    MAX_SERVICES_PER_CARD, MAX_SERVICES_PER_INCIDENT, MAX_SUBSCRIPTIONS_PER_PAGE,
-    MAX_UPDATES_PER_INCIDENT, PageSubscription, ServiceCheck, ServiceDeletion, StatusCard,
-    StatusNotification, StatusPage, StatusPageWrite, StatusService, SubscriptionStatus,
+    MAX_KEYS_PER_PAGE, MAX_SERVICES_PER_CARD, MAX_SERVICES_PER_INCIDENT,
+    MAX_SUBSCRIPTIONS_PER_PAGE, MAX_UPDATES_PER_INCIDENT, PageSubscription, ServiceCheck,
+    ServiceDeletion, StatusCard, StatusNotification, StatusPage, StatusPageKey, StatusPageWrite,
+    StatusService, SubscriptionStatus,
 };
 
 use std::path::Path;

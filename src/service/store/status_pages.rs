@@ -9,12 +9,14 @@
 //! ([`Store::service_checks`]).
 
 mod incidents;
+mod keys;
 mod links;
 mod pages;
 mod services;
 mod subscriptions;
 
 pub use incidents::{Incident, IncidentUpdate, IncidentUpdateWrite, IncidentWrite};
+pub use keys::{MAX_KEYS_PER_PAGE, StatusPageKey};
 pub use links::{ServiceCheck, StatusNotification};
 pub use pages::{CardWrite, StatusCard, StatusPage, StatusPageWrite};
 pub use services::{ServiceDeletion, StatusService};

@@ -7,7 +7,7 @@
 //! - PUT replaces the page and its cards: a card sent with the id of one of the page's
 //!   cards keeps it; a card without id is new; cards not sent are removed.
 //! - List entries carry the latest [`PAGE_INCIDENTS_SHOWN`] incidents affecting the
-//!   page's services; `keys` is always empty and `projectBindings` unbound.
+//!   page's services and its keys (masked); `projectBindings` is unbound.
 
 use std::collections::HashSet;
 
@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::fields::{self, MAX_NAME_CHARS, MAX_PAGE_DESCRIPTION_CHARS};
+use super::keys::key_json;
 use super::{incident_json, service_json};
 use crate::service::api::extract::{ApiJson, parse_id};
 use crate::service::auth::ApiAuth;
@@ -25,7 +26,7 @@ use crate::service::context::AppState;
 use crate::service::errors::ApiError;
 use crate::service::store::{
     CardWrite, Incident, MAX_CARDS_PER_PAGE, MAX_SERVICES_PER_CARD, StatusCard, StatusPage,
-    StatusPageWrite,
+    StatusPageKey, StatusPageWrite,
 };
 
 const NOT_FOUND: &str = "No such status page.";
@@ -301,14 +302,17 @@ fn page_json(p: &StatusPage) -> Map<String, Value> {
     m
 }
 
-/// `StatusPageV2Read`: the page with its latest incidents and (no) keys.
-fn page_entry_json(p: &StatusPage, incidents: &[Incident]) -> Value {
+/// `StatusPageV2Read`: the page with its latest incidents and its keys (masked).
+fn page_entry_json(p: &StatusPage, incidents: &[Incident], keys: &[StatusPageKey]) -> Value {
     let mut m = page_json(p);
     m.insert(
         "incidents".into(),
         Value::Array(incidents.iter().map(incident_json).collect()),
     );
-    m.insert("keys".into(), json!([]));
+    m.insert(
+        "keys".into(),
+        Value::Array(keys.iter().map(key_json).collect()),
+    );
     Value::Object(m)
 }
 
@@ -324,10 +328,17 @@ pub async fn list(
         .await?;
     let ids: Vec<Uuid> = listing.entries.iter().map(|p| p.id).collect();
     let incidents = ctx.store.page_incidents(&ids, PAGE_INCIDENTS_SHOWN).await?;
+    let keys = ctx.store.keys_of_status_pages(&ids).await?;
     let entries: Vec<Value> = listing
         .entries
         .iter()
-        .map(|p| page_entry_json(p, incidents.get(&p.id).map_or(&[], Vec::as_slice)))
+        .map(|p| {
+            page_entry_json(
+                p,
+                incidents.get(&p.id).map_or(&[], Vec::as_slice),
+                keys.get(&p.id).map_or(&[], Vec::as_slice),
+            )
+        })
         .collect();
     Ok(Json(json!({
         "length": entries.len(),

@@ -1,0 +1,214 @@
+//! Status pages served as HTML to browsers: `GET /status/<url>`, and `GET /` on a
+//! page's custom domain (by the `Host` header).
+//!
+//! - A page with `redirectTo` answers 302 to it. An unknown page is a 404 HTML page.
+//! - A private page (`isPrivate`) needs one of its keys ([`access`]): `?key=RAW` answers
+//!   303 to the clean address with the key in a cookie, or 401 with the key form when
+//!   the key is not the page's; without a valid cookie the visitor gets the 401 key
+//!   form, which shows the page's name and nothing else.
+//! - One render costs a fixed number of queries whatever the number of cards and
+//!   services: the page with its cards and services, its latest incidents, and the
+//!   checks linked to all its services in one statement.
+//! - Answers are `text/html` (left alone by the JSON error middleware), with a
+//!   Content-Security-Policy that allows no script.
+
+mod access;
+mod escape;
+mod render;
+mod state;
+mod theme;
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use chrono::Utc;
+
+use super::context::AppState;
+use super::store::{StatusPage, StoreError};
+
+pub use state::ServiceState;
+
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src http: https: data:; \
+                   form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/status/{url}", get(by_url))
+        .route("/", get(by_host))
+}
+
+/// Where a page is served: the path of its address, for redirects and cookies.
+struct Served {
+    page: StatusPage,
+    path: String,
+}
+
+async fn by_url(
+    State(ctx): State<AppState>,
+    Path(url): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let found = match ctx.store.status_page_by_url(&url).await {
+        Ok(found) => found,
+        Err(e) => return unavailable(&e),
+    };
+    let served = found.map(|page| Served {
+        path: format!("/status/{}", escape::path_segment(&page.url)),
+        page,
+    });
+    serve(&ctx, served, query.as_deref(), &headers).await
+}
+
+/// The host named by the `Host` header, lowercase, without port or final dot.
+fn host_name(headers: &HeaderMap) -> Option<String> {
+    let host = headers.get(header::HOST)?.to_str().ok()?;
+    if host.starts_with('[') {
+        return None;
+    }
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    (!name.is_empty()).then_some(name)
+}
+
+async fn by_host(
+    State(ctx): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let found = match host_name(&headers) {
+        Some(host) => match ctx.store.status_page_by_domain(&host).await {
+            Ok(found) => found,
+            Err(e) => return unavailable(&e),
+        },
+        None => None,
+    };
+    let served = found.map(|page| Served {
+        page,
+        path: "/".to_owned(),
+    });
+    serve(&ctx, served, query.as_deref(), &headers).await
+}
+
+fn html_response(status: StatusCode, body: String, private: bool) -> Response {
+    let cache = if private {
+        "private, no-store"
+    } else {
+        "no-cache"
+    };
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, cache),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn unavailable(e: &StoreError) -> Response {
+    tracing::error!(error = %e, "status page render failed");
+    html_response(StatusCode::SERVICE_UNAVAILABLE, render::unavailable(), true)
+}
+
+fn redirect(status: StatusCode, location: &str) -> Response {
+    match HeaderValue::from_str(location) {
+        Ok(v) => {
+            let mut r = html_response(status, String::new(), true);
+            r.headers_mut().insert(header::LOCATION, v);
+            r
+        }
+        Err(_) => html_response(StatusCode::NOT_FOUND, render::not_found(), false),
+    }
+}
+
+/// The value of `key` in the query string, if any.
+fn query_key(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(name, _)| name == "key")
+        .map(|(_, v)| v.into_owned())
+}
+
+async fn serve(
+    ctx: &AppState,
+    served: Option<Served>,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Response {
+    let Some(Served { page, path }) = served else {
+        return html_response(StatusCode::NOT_FOUND, render::not_found(), false);
+    };
+    if let Some(target) = page
+        .settings
+        .get("redirectTo")
+        .and_then(serde_json::Value::as_str)
+        .and_then(escape::safe_link)
+    {
+        return redirect(StatusCode::FOUND, target);
+    }
+    let private = page
+        .settings
+        .get("isPrivate")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let presented = query_key(query);
+    if !private {
+        if presented.is_some() {
+            return redirect(StatusCode::SEE_OTHER, &path);
+        }
+        return render_page(ctx, &page, false).await;
+    }
+    if let Some(key) = presented {
+        return match access::valid(&ctx.store, page.id, &key).await {
+            Ok(true) => {
+                let secure = ctx.public_url.starts_with("https:");
+                let mut r = redirect(StatusCode::SEE_OTHER, &path);
+                if let Ok(cookie) = HeaderValue::from_str(&access::set_cookie(&key, &path, secure))
+                {
+                    r.headers_mut().insert(header::SET_COOKIE, cookie);
+                }
+                r
+            }
+            Ok(false) => html_response(
+                StatusCode::UNAUTHORIZED,
+                render::key_form(&page, &path, true),
+                true,
+            ),
+            Err(e) => unavailable(&e),
+        };
+    }
+    match access::cookie_grants(&ctx.store, page.id, headers).await {
+        Ok(true) => render_page(ctx, &page, true).await,
+        Ok(false) => html_response(
+            StatusCode::UNAUTHORIZED,
+            render::key_form(&page, &path, false),
+            true,
+        ),
+        Err(e) => unavailable(&e),
+    }
+}
+
+async fn render_page(ctx: &AppState, page: &StatusPage, private: bool) -> Response {
+    let incidents = ctx
+        .store
+        .page_incidents(&[page.id], render::INCIDENTS_SHOWN)
+        .await;
+    let checks = ctx
+        .store
+        .service_checks(page.account_id, &page.service_ids())
+        .await;
+    match (incidents, checks) {
+        (Ok(mut incidents), Ok(checks)) => {
+            let incidents = incidents.remove(&page.id).unwrap_or_default();
+            let body = render::page(page, &incidents, &checks, Utc::now());
+            html_response(StatusCode::OK, body, private)
+        }
+        (Err(e), _) | (_, Err(e)) => unavailable(&e),
+    }
+}
