@@ -38,10 +38,17 @@ pub fn theme(light_bg: &str, dark_bg: &str) -> Value {
     light["bodyBackgroundColor"] = json!(light_bg);
     light["cardBackgroundColor"] = json!("#FFFFFF");
     light["headerBackgroundColor"] = json!("#FFFFFF");
+    light["borderColor"] = json!("#D9DEE5");
+    light["bodyFontColorMuted"] = json!("#6B7280");
+    light["primaryButtonFontColor"] = json!("#FFFFFF");
+    light["primaryButtonBackgroundColor"] = json!("#2563EB");
     let mut dark = colors("#E5E7EB");
     dark["bodyBackgroundColor"] = json!(dark_bg);
     dark["cardBackgroundColor"] = json!("#1B1F27");
     dark["headerBackgroundColor"] = json!("#171A21");
+    dark["borderColor"] = json!("#2D333F");
+    dark["bodyFontColorMuted"] = json!("#9CA3AF");
+    dark["primaryButtonBackgroundColor"] = json!("#3B82F6");
     json!({"light": light, "dark": dark})
 }
 

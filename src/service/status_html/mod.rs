@@ -5,7 +5,7 @@
 //! - A private page (`isPrivate`) needs one of its keys ([`access`]): `?key=RAW` answers
 //!   303 to the clean address with the key in a cookie, or 401 with the key form when
 //!   the key is not the page's; without a valid cookie the visitor gets the 401 key
-//!   form, which shows the page's name and nothing else.
+//!   form, which shows nothing of the page but its colors.
 //! - One render costs a fixed number of queries whatever the number of cards and
 //!   services: the page with its cards and services, its latest incidents, and the
 //!   checks linked to all its services in one statement.

@@ -271,12 +271,12 @@ pub fn page(
     out
 }
 
-/// The key form of a private page: its name and nothing else of it.
+/// The key form of a private page: its colors, nothing of its content (not even its
+/// name).
 pub fn key_form(page: &StatusPage, action: &str, rejected: bool) -> String {
     let mut out = String::with_capacity(4096);
-    head(&mut out, &page.name, &page.settings);
-    out.push_str("<header><div class=\"wrap\">");
-    let _ = write!(out, "<h1>{}</h1></div></header>", html(&page.name));
+    head(&mut out, "Private status page", &page.settings);
+    out.push_str("<header><div class=\"wrap\"><h1>Private status page</h1></div></header>");
     out.push_str("<main class=\"wrap\"><section class=\"card\" style=\"padding:16px\">");
     out.push_str("<h2 style=\"margin-top:0\">This status page is private</h2>");
     out.push_str("<p>Enter one of the page's access keys to see it.</p>");
