@@ -350,12 +350,13 @@ async fn private_pages_open_with_a_key_and_lock_when_it_is_deleted() {
     .await;
     let page_id = private["id"].as_str().unwrap().to_owned();
 
-    // No key yet: the key form, and nothing of the page but its name.
+    // No key yet: the key form, and nothing of the page (not even its name).
     let (status, headers, body) = get(&svc, "/status/team", &[]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(is_html(&headers));
     assert!(body.contains("name=\"key\""), "{body}");
     for secret in [
+        "Team status",
         "Internal billing",
         "Backoffice",
         "Billing stuck",
