@@ -672,6 +672,8 @@ const ID_ROUTES: &[(&str, &str, Kind)] = &[
     ("DELETE", "/v1/private-locations/{}", Kind::Location),
     ("GET", "/v1/private-locations/{}/metrics", Kind::None),
     ("DELETE", "/v1/private-locations/{}/keys/{}", Kind::Location),
+    ("GET", "/v1/status-pages/{}/keys", Kind::None),
+    ("DELETE", "/v1/status-pages/{}/keys/{}", Kind::None),
     ("GET", "/v1/runtimes/{}", Kind::None),
     ("GET", "/next/accounts/{}", Kind::None),
     ("DELETE", "/v1/projects/{}", Kind::None),

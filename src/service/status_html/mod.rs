@@ -1,5 +1,6 @@
 //! Status pages served as HTML to browsers: `GET /status/<url>`, and `GET /` on a
-//! page's custom domain (by the `Host` header).
+//! page's custom domain (by the `Host` header; on any other host `/` stays the API's
+//! JSON 404).
 //!
 //! - A page with `redirectTo` answers 302 to it. An unknown page is a 404 HTML page.
 //! - A private page (`isPrivate`) needs one of its keys ([`access`]): `?key=RAW` answers
@@ -26,6 +27,7 @@ use axum::routing::get;
 use chrono::Utc;
 
 use super::context::AppState;
+use super::errors::not_found_route;
 use super::store::{StatusPage, StoreError};
 
 pub use state::ServiceState;
@@ -85,11 +87,15 @@ async fn by_host(
         },
         None => None,
     };
-    let served = found.map(|page| Served {
+    // On any other host `/` is no page, just an unknown route of the API.
+    let Some(page) = found else {
+        return not_found_route().await.into_response();
+    };
+    let served = Served {
         page,
         path: "/".to_owned(),
-    });
-    serve(&ctx, served, query.as_deref(), &headers).await
+    };
+    serve(&ctx, Some(served), query.as_deref(), &headers).await
 }
 
 fn html_response(status: StatusCode, body: String, private: bool) -> Response {
