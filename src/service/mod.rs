@@ -15,7 +15,8 @@
 //! - `check_doc`, `check_kinds`, `check_secrets`: validation and normalization of check
 //!   documents of every type, the per-type routes and defaults, hidden variable values;
 //! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration;
-//! - `projects`: monitoring as code (deploys of projects, their diffs).
+//! - `projects`: monitoring as code (deploys of projects, their diffs);
+//! - `status_notify`: e-mails incident updates to status page subscribers.
 
 pub mod admin;
 pub mod agent_api;
@@ -38,6 +39,7 @@ pub mod projects;
 pub mod reaper;
 pub mod scheduler;
 pub mod sessions;
+pub mod status_notify;
 pub mod store;
 
 use std::net::SocketAddr;
@@ -163,6 +165,7 @@ pub struct BoundService {
     options: ServeOptions,
     engine: Engine,
     dispatcher: Dispatcher,
+    status_worker: status_notify::Worker,
 }
 
 /// A handle on a bound or running service, for tests and embedding: the store and
@@ -295,6 +298,14 @@ impl BoundService {
                 None
             }
         };
+        let status_notify = status_notify::StatusNotifier::new();
+        let status_worker = status_notify::Worker::new(
+            store.clone(),
+            mailer.clone(),
+            public_url.clone(),
+            &status_notify,
+            extras.alert_delivery.concurrency,
+        );
         let (alerts, dispatcher) = Alerts::with_email(
             store.clone(),
             extras.alert_delivery,
@@ -323,6 +334,7 @@ impl BoundService {
             ping_url,
             heartbeats,
             alerts,
+            status_notify,
         });
         Ok(BoundService {
             ctx,
@@ -331,6 +343,7 @@ impl BoundService {
             options,
             engine,
             dispatcher,
+            status_worker,
         })
     }
 
@@ -367,10 +380,12 @@ impl BoundService {
             options,
             engine,
             dispatcher,
+            status_worker,
             ..
         } = self;
         let engine = tokio::spawn(engine.run());
         let dispatcher = tokio::spawn(dispatcher.run(ctx.stop.clone()));
+        let status_worker = tokio::spawn(status_worker.run(ctx.stop.clone()));
         let replay = {
             let ctx = ctx.clone();
             tokio::spawn(async move {
@@ -406,6 +421,7 @@ impl BoundService {
         ctx.heartbeats.stop().await;
         loops.push(engine);
         loops.push(dispatcher);
+        loops.push(status_worker);
         replay.abort();
         for task in loops {
             if let Err(e) = task.await {

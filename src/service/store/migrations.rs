@@ -26,6 +26,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "status pages",
         include_str!("../../../migrations/0004_status_pages.sql"),
     ),
+    (
+        6,
+        "status notification deliveries",
+        include_str!("../../../migrations/0006_status_deliveries.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.

@@ -8,12 +8,14 @@
 //! Services link to checks through the check document's `triggerIncident.serviceId`
 //! ([`Store::service_checks`]).
 
+mod deliveries;
 mod incidents;
 mod links;
 mod pages;
 mod services;
 mod subscriptions;
 
+pub use deliveries::{DeliveryOutcome, DeliveryWrite};
 pub use incidents::{Incident, IncidentUpdate, IncidentUpdateWrite, IncidentWrite};
 pub use links::{ServiceCheck, StatusNotification};
 pub use pages::{CardWrite, StatusCard, StatusPage, StatusPageWrite};
