@@ -197,6 +197,11 @@ fn recipient(mail: &Mail) -> String {
     to[0].clone()
 }
 
+/// The plain-text body with `\n` line ends (SMTP carries `\r\n`).
+fn text(mail: &Mail) -> String {
+    mail.body().replace("\r\n", "\n")
+}
+
 fn has_line(mail: &Mail, line: &str) -> bool {
     mail.body().lines().any(|l| l == line)
 }
@@ -270,7 +275,7 @@ async fn verified_subscribers_get_each_notified_update_once() {
         );
         assert_eq!(mail.0["from"], FROM);
         assert_eq!(mail.0["content_type"], "text/plain");
-        let body = mail.body();
+        let body = text(mail);
         assert!(
             body.starts_with(
                 "Checkout is slow is INVESTIGATING (MAJOR incident).\n\nWe are looking into it.\n"
@@ -319,7 +324,7 @@ async fn verified_subscribers_get_each_notified_update_once() {
             mail.0
         );
         assert!(
-            mail.body().contains("\n\nFixed: a cache was cold.\n"),
+            text(mail).contains("\n\nFixed: a cache was cold.\n"),
             "{}",
             mail.body()
         );
@@ -389,7 +394,11 @@ async fn without_smtp_notifications_wait_for_a_start_with_smtp() {
     let (mails, _) = collect(&mut sink, 1, 0).await;
     assert_eq!(recipient(&mails[0]), "ops@example.com");
     assert_eq!(mails[0].subject(), "[API Status] API errors: IDENTIFIED");
-    assert!(mails[0].body().contains("\n\nElevated error rates.\n"));
+    assert!(
+        text(&mails[0]).contains("\n\nElevated error rates.\n"),
+        "{}",
+        mails[0].body()
+    );
     log_line(&serve, 0, "status notification delivered", |v| {
         v["sent"] == 1
     })
