@@ -8,6 +8,7 @@ use super::alerts::Alerts;
 use super::clock::Clock;
 use super::heartbeats::Heartbeats;
 use super::hub::Hub;
+use super::status_notify::StatusNotifier;
 use super::store::Store;
 use crate::shutdown::Shutdown;
 
@@ -32,6 +33,8 @@ pub struct Ctx {
     pub heartbeats: Heartbeats,
     /// The alert queue.
     pub alerts: Alerts,
+    /// Wakes the delivery of status notifications (incident updates to subscribers).
+    pub status_notify: StatusNotifier,
 }
 
 /// The axum state.

@@ -17,6 +17,7 @@
 //! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration;
 //! - `projects`: monitoring as code (deploys of projects, their diffs);
 //! - `status_html`: status pages served as HTML to browsers (public and private).
+//! - `status_notify`: e-mails incident updates to status page subscribers.
 
 pub mod admin;
 pub mod agent_api;
@@ -40,6 +41,7 @@ pub mod reaper;
 pub mod scheduler;
 pub mod sessions;
 pub mod status_html;
+pub mod status_notify;
 pub mod store;
 
 use std::net::SocketAddr;
@@ -165,6 +167,7 @@ pub struct BoundService {
     options: ServeOptions,
     engine: Engine,
     dispatcher: Dispatcher,
+    status_worker: status_notify::Worker,
 }
 
 /// A handle on a bound or running service, for tests and embedding: the store and
@@ -297,6 +300,14 @@ impl BoundService {
                 None
             }
         };
+        let status_notify = status_notify::StatusNotifier::new();
+        let status_worker = status_notify::Worker::new(
+            store.clone(),
+            mailer.clone(),
+            public_url.clone(),
+            &status_notify,
+            extras.alert_delivery.concurrency,
+        );
         let (alerts, dispatcher) = Alerts::with_email(
             store.clone(),
             extras.alert_delivery,
@@ -325,6 +336,7 @@ impl BoundService {
             ping_url,
             heartbeats,
             alerts,
+            status_notify,
         });
         Ok(BoundService {
             ctx,
@@ -333,6 +345,7 @@ impl BoundService {
             options,
             engine,
             dispatcher,
+            status_worker,
         })
     }
 
@@ -369,10 +382,12 @@ impl BoundService {
             options,
             engine,
             dispatcher,
+            status_worker,
             ..
         } = self;
         let engine = tokio::spawn(engine.run());
         let dispatcher = tokio::spawn(dispatcher.run(ctx.stop.clone()));
+        let status_worker = tokio::spawn(status_worker.run(ctx.stop.clone()));
         let replay = {
             let ctx = ctx.clone();
             tokio::spawn(async move {
@@ -408,6 +423,7 @@ impl BoundService {
         ctx.heartbeats.stop().await;
         loops.push(engine);
         loops.push(dispatcher);
+        loops.push(status_worker);
         replay.abort();
         for task in loops {
             if let Err(e) = task.await {

@@ -5,7 +5,8 @@
 //!
 //! The server runs a small handler script: it prints one JSON line per message (the
 //! envelope, the authenticated login, the decoded subject, headers and plain-text body)
-//! and per refused attempt, which the test reads as events from a channel.
+//! and per refused attempt, which the test reads as events from a channel. Recipients
+//! whose address starts with `refused` are answered 550 (event `rcpt_refused`).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -37,6 +38,13 @@ def emit(obj):
 class Handler:
     def __init__(self):
         self.seen = 0
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.lower().startswith("refused"):
+            emit({"event": "rcpt_refused", "address": address})
+            return "550 5.1.1 Mailbox unavailable"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
         self.seen += 1

@@ -31,6 +31,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "status page keys",
         include_str!("../../../migrations/0005_status_page_keys.sql"),
     ),
+    (
+        6,
+        "status notification deliveries",
+        include_str!("../../../migrations/0006_status_deliveries.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.

@@ -40,9 +40,9 @@ pub use projects::{DeploymentRecord, ResourceRecord};
 pub use results::{ResultFilter, ResultRecord};
 pub use sessions::{CreatedSessions, NewSession, ScheduledRuns, SessionRecord, TriggerCandidate};
 pub use status_pages::{
-    BulkOutcome, CardWrite, INCIDENT_UPDATES_SHOWN, Incident, IncidentSeverity, IncidentStatus,
-    IncidentUpdate, IncidentUpdateWrite, IncidentWrite, Listing, MAX_CARDS_PER_PAGE,
-    MAX_KEYS_PER_PAGE, MAX_SERVICES_PER_CARD, MAX_SERVICES_PER_INCIDENT,
+    BulkOutcome, CardWrite, DeliveryOutcome, DeliveryWrite, INCIDENT_UPDATES_SHOWN, Incident,
+    IncidentSeverity, IncidentStatus, IncidentUpdate, IncidentUpdateWrite, IncidentWrite, Listing,
+    MAX_CARDS_PER_PAGE, MAX_KEYS_PER_PAGE, MAX_SERVICES_PER_CARD, MAX_SERVICES_PER_INCIDENT,
     MAX_SUBSCRIPTIONS_PER_PAGE, MAX_UPDATES_PER_INCIDENT, PageSubscription, ServiceCheck,
     ServiceDeletion, StatusCard, StatusNotification, StatusPage, StatusPageKey, StatusPageWrite,
     StatusService, SubscriptionStatus,

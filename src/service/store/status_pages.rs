@@ -8,6 +8,7 @@
 //! Services link to checks through the check document's `triggerIncident.serviceId`
 //! ([`Store::service_checks`]).
 
+mod deliveries;
 mod incidents;
 mod keys;
 mod links;
@@ -15,6 +16,7 @@ mod pages;
 mod services;
 mod subscriptions;
 
+pub use deliveries::{DeliveryOutcome, DeliveryWrite};
 pub use incidents::{Incident, IncidentUpdate, IncidentUpdateWrite, IncidentWrite};
 pub use keys::{MAX_KEYS_PER_PAGE, StatusPageKey};
 pub use links::{ServiceCheck, StatusNotification};

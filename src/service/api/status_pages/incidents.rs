@@ -193,6 +193,9 @@ pub async fn create(
         .store
         .create_incident(auth.account_id, &incident, &first)
         .await?;
+    if first.notify_subscribers {
+        ctx.status_notify.wake();
+    }
     Ok((StatusCode::CREATED, Json(incident_json(&created))))
 }
 
@@ -271,7 +274,12 @@ pub async fn create_update(
         .create_incident_update(auth.account_id, id, &update)
         .await?
     {
-        Some(u) => Ok(Json(update_json(&u))),
+        Some(u) => {
+            if u.notify_subscribers {
+                ctx.status_notify.wake();
+            }
+            Ok(Json(update_json(&u)))
+        }
         None => Err(ApiError::not_found(NOT_FOUND)),
     }
 }
@@ -313,7 +321,12 @@ pub async fn replace_update(
         .update_incident_update(auth.account_id, id, update_id, &update)
         .await?
     {
-        Some(u) => Ok(Json(update_json(&u))),
+        Some(u) => {
+            if u.notify_subscribers {
+                ctx.status_notify.wake();
+            }
+            Ok(Json(update_json(&u)))
+        }
         None => Err(ApiError::not_found(UPDATE_NOT_FOUND)),
     }
 }

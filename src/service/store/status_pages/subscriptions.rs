@@ -155,13 +155,15 @@ impl Store {
     }
 
     /// The verified email subscribers of the pages that show a service of incident
-    /// `incident_id` (each address once), for delivering its notifications.
+    /// `incident_id` (each address once: its oldest subscription), for delivering its
+    /// notifications.
     pub async fn incident_subscribers(
         &self,
         incident_id: Uuid,
     ) -> Result<Vec<PageSubscription>, StoreError> {
         let found = sqlx::query(
-            "SELECT id, page_id, type, address, status, created_at, updated_at
+            "SELECT id, page_id, type, address, status, created_at, updated_at,
+                    min(rowid) AS first_rowid
              FROM status_page_subscriptions
              WHERE status = 'VERIFIED' AND page_id IN (
                  SELECT c.page_id FROM status_incident_services x
