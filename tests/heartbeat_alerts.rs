@@ -273,6 +273,10 @@ async fn timers_and_queued_notices_survive_a_restart() {
     create_webhook(&svc, &receiver.url, None).await;
     let (id, url) = id_and_url(&create_heartbeat(&svc, heartbeat_body("r", 60, 0)).await);
     ping(&svc, &url, Method::GET).await;
+    // A second ping moves the running timer; the engine stores only its event, and the
+    // restarted engine must find the timer there.
+    clock.advance(std::time::Duration::from_secs(10));
+    ping(&svc, &url, Method::GET).await;
     let account = svc.tenant.account.id;
     let check: Uuid = id.parse().unwrap();
     // A notice left in the outbox (as a crash before its delivery would leave it).
@@ -300,14 +304,15 @@ async fn timers_and_queued_notices_survive_a_restart() {
     let svc = start_with_clock(&clock, Some(dir)).await;
     // The outbox is replayed at start.
     assert_eq!(receiver.next().await.json()["alertTitle"], "left over");
-    // The timer started before the restart still runs.
+    // The timer restarted by the last ping before the restart still runs.
     advance(&svc, &clock, 30 * SEC).await;
     svc.handle.alerts_idle().await;
     receiver.assert_quiet();
     advance(&svc, &clock, 1).await;
     let notice = receiver.next().await.json();
     assert_eq!(notice["alertType"], "ALERT_FAILURE");
-    assert_eq!(notice["deadlineAt"], iso(T0 + 60 * SEC));
+    assert_eq!(notice["deadlineAt"], iso(T0 + 70 * SEC));
+    assert_eq!(notice["lastPingAt"], iso(T0 + 10 * SEC));
     svc.stop().await;
 }
 

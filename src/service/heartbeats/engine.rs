@@ -287,7 +287,18 @@ impl Engine {
         if batch.is_empty() {
             return;
         }
-        let timers: Vec<_> = batch.staged.values().map(Monitor::timer_write).collect();
+        // A ping that only moves a running timer (or none) to itself needs no timer
+        // write: the store completes the columns from the newest ping event at start.
+        let timers: Vec<_> = batch
+            .staged
+            .values()
+            .filter(|m| {
+                self.monitors
+                    .get(&m.check_id)
+                    .is_none_or(|before| !m.timer_follows_pings_since(before))
+            })
+            .map(Monitor::timer_write)
+            .collect();
         let writes: Vec<NoticeWrite> = batch
             .notices
             .iter()

@@ -161,6 +161,18 @@ impl Monitor {
         self.timer_write() != before
     }
 
+    /// Whether this monitor differs from `before` only by pings: the same failing
+    /// flag, period and armed-ness, and a timer that (if running) started at the last
+    /// ping. Such a state is what the store derives from the stored timer columns of
+    /// `before` and the newest ping event, so it needs no timer write.
+    pub fn timer_follows_pings_since(&self, before: &Monitor) -> bool {
+        let (now, then) = (self.timer_write(), before.timer_write());
+        now.failing == then.failing
+            && now.timer_period_ms == then.timer_period_ms
+            && now.timer_started_at.is_some() == then.timer_started_at.is_some()
+            && (now.timer_started_at.is_none() || now.timer_started_at == now.last_ping_at)
+    }
+
     /// The timer columns to store.
     pub fn timer_write(&self) -> TimerWrite {
         TimerWrite {
@@ -248,6 +260,32 @@ mod tests {
         assert_eq!(m.deadline(), None);
         m.on_ping(12 * MIN);
         assert_eq!(m.deadline(), Some(33 * MIN));
+    }
+
+    #[test]
+    fn only_pings_of_a_running_timer_skip_the_timer_write() {
+        let (fresh, _) = Monitor::from_row(&row(), 0);
+        let mut m = fresh.clone();
+        m.on_ping(MIN);
+        // The first ping arms the timer: written.
+        assert!(!m.timer_follows_pings_since(&fresh));
+        let armed = m.clone();
+        m.on_ping(2 * MIN);
+        assert!(m.timer_follows_pings_since(&armed));
+        // A miss, and the ping after it: failing changes, written.
+        let before = m.clone();
+        assert!(m.on_time(100 * MIN).is_some());
+        assert!(!m.timer_follows_pings_since(&before));
+        let failing = m.clone();
+        m.on_ping(101 * MIN);
+        assert!(!m.timer_follows_pings_since(&failing));
+        // Pings of a deactivated monitor move no timer.
+        let mut r = row();
+        r.activated = false;
+        let (off, _) = Monitor::from_row(&r, 0);
+        let mut m = off.clone();
+        m.on_ping(MIN);
+        assert!(m.timer_follows_pings_since(&off));
     }
 
     #[test]

@@ -101,11 +101,24 @@ pub struct EventCounts {
 
 const ROW_QUERY: &str = "SELECT h.check_id, h.account_id, c.name, c.activated,
         json_extract(c.document, '$.muted') AS muted, c.tags, h.token, h.period_ms,
-        h.grace_ms, h.timer_started_at, h.timer_period_ms, h.failing, h.last_ping_at
+        h.grace_ms, h.timer_started_at, h.timer_period_ms, h.failing, h.last_ping_at,
+        (SELECT max(e.ts) FROM heartbeat_events e
+          WHERE e.check_id = h.check_id AND e.state <> 'FAILING') AS last_event_ping
    FROM heartbeats h JOIN checks c ON c.id = h.check_id";
 
+/// A heartbeat row as the engine left it. The engine does not write the timer columns
+/// for a ping that only moves the timer to that ping (see `Engine::flush`), so the
+/// newest ping event completes them: the last ping is the newer of the column and the
+/// event, and a running timer started no earlier than that ping.
 fn heartbeat_from_row(r: &SqliteRow) -> Result<HeartbeatRow, StoreError> {
     let muted: Option<i64> = r.try_get("muted")?;
+    let last_event_ping: Option<i64> = r.try_get("last_event_ping")?;
+    let last_ping_at: Option<i64> = r.try_get("last_ping_at")?;
+    let timer_started_at: Option<i64> = r.try_get("timer_started_at")?;
+    let newer = |stored: Option<i64>| match (stored, last_event_ping) {
+        (Some(s), Some(e)) => Some(s.max(e)),
+        (s, e) => s.or(e),
+    };
     Ok(HeartbeatRow {
         check_id: rows::uuid(r, "check_id", "heartbeats")?,
         account_id: rows::uuid(r, "account_id", "heartbeats")?,
@@ -116,11 +129,32 @@ fn heartbeat_from_row(r: &SqliteRow) -> Result<HeartbeatRow, StoreError> {
         token: r.try_get("token")?,
         period_ms: r.try_get("period_ms")?,
         grace_ms: r.try_get("grace_ms")?,
-        timer_started_at: r.try_get("timer_started_at")?,
+        timer_started_at: timer_started_at.map(|s| last_event_ping.map_or(s, |e| s.max(e))),
         timer_period_ms: r.try_get("timer_period_ms")?,
         failing: r.try_get("failing")?,
-        last_ping_at: r.try_get("last_ping_at")?,
+        last_ping_at: newer(last_ping_at),
     })
+}
+
+/// Inserts heartbeat events in one statement. Events of checks deleted while their
+/// pings were in flight are dropped.
+async fn insert_events<'e, E>(events: &[NewEvent], executor: E) -> Result<(), StoreError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
+{
+    sqlx::query(
+        "INSERT INTO heartbeat_events (id, check_id, state, ts, method, source,
+                                       user_agent, body)
+         SELECT e.value ->> 'id', e.value ->> 'checkId', e.value ->> 'state',
+                e.value ->> 'ts', e.value ->> 'method', e.value ->> 'source',
+                e.value ->> 'userAgent', e.value ->> 'body'
+           FROM json_each(?) e
+          WHERE EXISTS (SELECT 1 FROM checks c WHERE c.id = e.value ->> 'checkId')",
+    )
+    .bind(rows::to_json(&events, "heartbeat_events")?)
+    .execute(executor)
+    .await?;
+    Ok(())
 }
 
 fn event_from_row(r: &SqliteRow) -> Result<EventRecord, StoreError> {
@@ -239,21 +273,17 @@ impl Store {
         timers: &[TimerWrite],
         notices: &[NoticeWrite],
     ) -> Result<Vec<i64>, StoreError> {
+        if timers.is_empty() && notices.is_empty() {
+            // The common batch, pings only: one statement is atomic on its own, so it
+            // goes in one round trip to the writer, without BEGIN and COMMIT.
+            if !events.is_empty() {
+                insert_events(events, self.writer()).await?;
+            }
+            return Ok(Vec::new());
+        }
         let mut tx = self.writer().begin().await?;
         if !events.is_empty() {
-            sqlx::query(
-                "INSERT INTO heartbeat_events (id, check_id, state, ts, method, source,
-                                               user_agent, body)
-                 SELECT e.value ->> 'id', e.value ->> 'checkId', e.value ->> 'state',
-                        e.value ->> 'ts', e.value ->> 'method', e.value ->> 'source',
-                        e.value ->> 'userAgent', e.value ->> 'body'
-                   FROM json_each(?) e
-                  -- A check deleted while its pings were in flight: drop them.
-                  WHERE EXISTS (SELECT 1 FROM checks c WHERE c.id = e.value ->> 'checkId')",
-            )
-            .bind(rows::to_json(&events, "heartbeat_events")?)
-            .execute(&mut *tx)
-            .await?;
+            insert_events(events, &mut *tx).await?;
         }
         if !timers.is_empty() {
             sqlx::query(
