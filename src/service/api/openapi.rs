@@ -98,6 +98,26 @@ fn adjusted_reference() -> Value {
     doc
 }
 
+/// Drops every string `default` shorter than its schema's `minLength`: the reference
+/// has five (`default: ""` with `minLength: 1`), which makes it an invalid document.
+fn drop_invalid_defaults(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let min = m.get("minLength").and_then(Value::as_u64).unwrap_or(0);
+            if m
+                .get("default")
+                .and_then(Value::as_str)
+                .is_some_and(|d| (d.chars().count() as u64) < min)
+            {
+                m.remove("default");
+            }
+            m.values_mut().for_each(drop_invalid_defaults);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_invalid_defaults),
+        _ => {}
+    }
+}
+
 /// An operation for a route the reference does not describe.
 fn own_operation(entry: &RouteEntry, key: &str) -> Value {
     let method = entry.method.as_str().to_lowercase();
@@ -186,6 +206,10 @@ pub fn document(entries: &[RouteEntry]) -> Value {
             item.insert(method, operation);
         }
     }
+    let mut components = reference["components"].clone();
+    drop_invalid_defaults(&mut components);
+    let mut paths = Value::Object(paths);
+    drop_invalid_defaults(&mut paths);
     json!({
         "openapi": "3.0.3",
         "info": {
@@ -196,7 +220,7 @@ pub fn document(entries: &[RouteEntry]) -> Value {
         "servers": [{"url": "/"}],
         "security": [{"Bearer": []}],
         "paths": paths,
-        "components": reference["components"].clone(),
+        "components": components,
     })
 }
 
