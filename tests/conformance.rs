@@ -192,9 +192,10 @@ fn the_public_api_conforms_to_the_reference_document() {
     let python = schemathesis_support::python();
     let dir = tempfile::tempdir().unwrap();
     let serve = Serve::start(dir.path());
-    let creds: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("credentials.json")).unwrap())
-            .unwrap();
+    let creds: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("credentials.json")).unwrap(),
+    )
+    .unwrap();
     let api = Api {
         rt: tokio::runtime::Builder::new_current_thread()
             .enable_all()

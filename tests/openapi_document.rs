@@ -139,11 +139,7 @@ fn the_service_documents_exactly_the_routes_it_serves() {
                     wrong.push(format!("{m} {path}: {status} {body}"));
                 }
             }
-            let resp = http
-                .request(Method::OPTIONS, &url)
-                .send()
-                .await
-                .unwrap();
+            let resp = http.request(Method::OPTIONS, &url).send().await.unwrap();
             let allow: BTreeSet<String> = resp
                 .headers()
                 .get("allow")
@@ -166,6 +162,10 @@ fn the_service_documents_exactly_the_routes_it_serves() {
             }
         }
     });
-    assert!(wrong.is_empty(), "document and router disagree:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "document and router disagree:\n{}",
+        wrong.join("\n")
+    );
     drop(serve);
 }

@@ -106,7 +106,10 @@ pub fn failures(report: &Path) -> (Vec<Failure>, Vec<String>) {
         if let Some(e) = event.get("NonFatalError") {
             let label = e["label"].as_str().unwrap_or("?");
             let info = e["info"].to_string();
-            errors.push(format!("{label}: {}", info.chars().take(600).collect::<String>()));
+            errors.push(format!(
+                "{label}: {}",
+                info.chars().take(600).collect::<String>()
+            ));
         }
         let Some(recorder) = event.get("ScenarioFinished").map(|s| &s["recorder"]) else {
             continue;
@@ -145,7 +148,11 @@ pub fn failures(report: &Path) -> (Vec<Failure>, Vec<String>) {
                     operation,
                     check,
                     title: failure["title"].as_str().unwrap_or("").to_owned(),
-                    message: message.lines().take(12).collect::<Vec<_>>().join("\n      "),
+                    message: message
+                        .lines()
+                        .take(12)
+                        .collect::<Vec<_>>()
+                        .join("\n      "),
                     request,
                     response,
                 });

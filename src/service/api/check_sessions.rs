@@ -8,7 +8,6 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-
 use super::extract::{ApiQuery, OptionalJson, parse_id};
 use crate::model::RunSource;
 use crate::service::auth::ApiAuth;

@@ -37,24 +37,25 @@ pub fn routes() -> Routes {
         .delete("/v1/checks/{id}", delete);
     for kind in CHECK_KINDS {
         let check_type = kind.check_type;
-        routes = routes
-            .post(
-                &format!("/v1/checks/{}", kind.segment),
-                move |State(ctx): State<AppState>,
-                      auth: ApiAuth,
-                      ApiJson(body): ApiJson<Value>| async move {
-                    create(&ctx, &auth, check_type, body).await
-                },
-            )
-            .put(
-                &format!("/v1/checks/{}/{{id}}", kind.segment),
-                move |State(ctx): State<AppState>,
-                      auth: ApiAuth,
-                      Path(id): Path<String>,
-                      ApiJson(body): ApiJson<Value>| async move {
-                    update(&ctx, &auth, &id, Some(check_type), body).await
-                },
-            );
+        routes =
+            routes
+                .post(
+                    &format!("/v1/checks/{}", kind.segment),
+                    move |State(ctx): State<AppState>,
+                          auth: ApiAuth,
+                          ApiJson(body): ApiJson<Value>| async move {
+                        create(&ctx, &auth, check_type, body).await
+                    },
+                )
+                .put(
+                    &format!("/v1/checks/{}/{{id}}", kind.segment),
+                    move |State(ctx): State<AppState>,
+                          auth: ApiAuth,
+                          Path(id): Path<String>,
+                          ApiJson(body): ApiJson<Value>| async move {
+                        update(&ctx, &auth, &id, Some(check_type), body).await
+                    },
+                );
     }
     routes
 }
@@ -269,7 +270,10 @@ impl ListQuery {
                     ));
                 }
                 "applyGroupSettings" if !["true", "false"].contains(&value.as_ref()) => {
-                    return Err(ApiError::invalid("applyGroupSettings", "must be true or false"));
+                    return Err(ApiError::invalid(
+                        "applyGroupSettings",
+                        "must be true or false",
+                    ));
                 }
                 "apiCheckUrlFilterPattern" if value.is_empty() => {
                     return Err(ApiError::invalid(

@@ -6,7 +6,6 @@ use crate::service::api::routes::{Area, Routes};
 use axum::Json;
 use serde_json::{Value, json};
 
-
 pub fn routes() -> Routes {
     Routes::new(Area::Open).get("/v1/locations", list)
 }

@@ -66,7 +66,10 @@ fn error_response(description: &str) -> Value {
 fn adjusted_reference() -> Value {
     let mut doc: Value = serde_json::from_str(REFERENCE).unwrap_or(Value::Null);
     let adjustments: Value = serde_json::from_str(ADJUSTMENTS).unwrap_or(Value::Null);
-    let rules = adjustments["responses"].as_array().cloned().unwrap_or_default();
+    let rules = adjustments["responses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let Some(paths) = doc["paths"].as_object_mut() else {
         return doc;
     };
@@ -104,8 +107,7 @@ fn drop_invalid_defaults(v: &mut Value) {
     match v {
         Value::Object(m) => {
             let min = m.get("minLength").and_then(Value::as_u64).unwrap_or(0);
-            if m
-                .get("default")
+            if m.get("default")
                 .and_then(Value::as_str)
                 .is_some_and(|d| (d.chars().count() as u64) < min)
             {
@@ -140,7 +142,9 @@ fn own_operation(entry: &RouteEntry, key: &str) -> Value {
         ),
     };
     if entry.area == Area::Public {
-        parameters.push(json!({"name": "x-service-account", "in": "header", "schema": {"type": "string"}}));
+        parameters.push(
+            json!({"name": "x-service-account", "in": "header", "schema": {"type": "string"}}),
+        );
     }
     let operation_id = format!(
         "{method}{}",
@@ -166,7 +170,10 @@ fn own_operation(entry: &RouteEntry, key: &str) -> Value {
         responses.insert("405".into(), error_response("HEAD is not a ping"));
     } else {
         responses.insert(success.into(), json!({"description": ok}));
-        responses.insert("4XX".into(), error_response("Refused input, unknown id or missing key"));
+        responses.insert(
+            "4XX".into(),
+            error_response("Refused input, unknown id or missing key"),
+        );
     }
     json!({
         "operationId": operation_id,

@@ -1,7 +1,9 @@
 //! `/v1/private-locations`: private locations of the account and their agent keys.
 //!
 //! - A key's plaintext (`rawKey`) appears only in the answer of
-//!   `POST /v1/private-locations/{id}/keys`; everywhere else keys show `maskedKey`.
+//!   `POST /v1/private-locations/{id}/keys`; everywhere else keys show `maskedKey`,
+//!   and `rawKey` (required by the reference's `privateLocationKeys`) holds the
+//!   masked key too. Times are calendar dates (`format: date` in the reference).
 //!   At most [`MAX_ACTIVE_LOCATION_KEYS`] keys are active: a third is a 409.
 //! - A location named by checks (`privateLocations`) is not deleted: 409 naming how
 //!   many checks use it; remove it from those checks first.
