@@ -105,7 +105,7 @@ pub fn failures(report: &Path) -> (Vec<Failure>, Vec<String>) {
         };
         if let Some(e) = event.get("NonFatalError") {
             let label = e["label"].as_str().unwrap_or("?");
-            let info = e["info"].to_string();
+            let info = e["value"].to_string();
             errors.push(format!(
                 "{label}: {}",
                 info.chars().take(600).collect::<String>()
