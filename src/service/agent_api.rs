@@ -2,12 +2,11 @@
 //! LEASE (long-poll woken by the location's notifier), RENEW, RELEASE, RESULTS, and
 //! artifact uploads (in `agent_artifacts`).
 
+use crate::service::api::routes::{Area, Routes};
 use std::time::Duration;
 
 use axum::Json;
-use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::routing::{post, put};
 
 use super::agent_artifacts::upload;
 use super::api::extract::ApiJson;
@@ -25,20 +24,20 @@ use crate::protocol::{
 /// Most leases one RENEW or RELEASE names.
 pub const MAX_LEASE_REFS: usize = 10_000;
 
-pub fn routes() -> Router<AppState> {
-    let json = Router::new()
-        .route(paths::HELLO, post(hello))
-        .route(paths::LEASE, post(lease))
-        .route(paths::RENEW, post(renew))
-        .route(paths::RELEASE, post(release))
-        .route(paths::RESULTS, post(results))
-        .layer(DefaultBodyLimit::max(MAX_AGENT_BODY_BYTES));
-    let artifacts = Router::new()
-        .route(
+pub fn routes() -> Routes {
+    let json = Routes::new(Area::Agent)
+        .post(paths::HELLO, hello)
+        .post(paths::LEASE, lease)
+        .post(paths::RENEW, renew)
+        .post(paths::RELEASE, release)
+        .post(paths::RESULTS, results)
+        .map(|r| r.layer(DefaultBodyLimit::max(MAX_AGENT_BODY_BYTES)));
+    let artifacts = Routes::new(Area::Agent)
+        .put(
             &format!("{}/{{job_id}}/artifacts/{{name}}", paths::ARTIFACTS_PREFIX),
-            put(upload),
+            upload,
         )
-        .layer(DefaultBodyLimit::disable());
+        .map(|r| r.layer(DefaultBodyLimit::disable()));
     json.merge(artifacts)
 }
 

@@ -13,12 +13,11 @@
 //!   of the body (lossy UTF-8); the rest is read and discarded up to
 //!   [`MAX_PING_BODY`], beyond which the ping is refused with `413`.
 
-use axum::Router;
+use crate::service::api::routes::{Area, Routes};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use http_body_util::BodyExt;
 
 use super::context::AppState;
@@ -45,11 +44,12 @@ pub const PREVIEW_BOTS: [&str; 8] = [
     "linkedinbot",
 ];
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route(
-        &format!("{PING_PATH}/{{token}}"),
-        get(ping).post(ping).head(method_not_allowed),
-    )
+pub fn routes() -> Routes {
+    let path = format!("{PING_PATH}/{{token}}");
+    Routes::new(Area::Ping)
+        .get(&path, ping)
+        .post(&path, ping)
+        .on(Method::HEAD, &path, method_not_allowed)
 }
 
 /// Whether a User-Agent is a link-preview bot's.

@@ -111,10 +111,10 @@ fn result_summary(public_url: &str, r: &ResultRecord) -> ResultSummaryView {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TriggerRequest {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub target: Option<TriggerTarget>,
     /// Accepted and ignored (only Playwright suites have caches).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub refresh_cache: Option<bool>,
 }
 
@@ -122,10 +122,20 @@ pub struct TriggerRequest {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TriggerTarget {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub check_id: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub match_tags: Option<Vec<Vec<String>>>,
+}
+
+/// An optional field that, when present, must hold a value: `null` is refused (the
+/// reference types these fields without `nullable`); an absent field is `None`.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// Most entries in `checkId` and most groups in `matchTags`.

@@ -2,11 +2,10 @@
 //! one subscription (`PUT /v1/alert-channels/{id}/subscriptions`). Channel ids are
 //! positive integers, as in the reference.
 
+use crate::service::api::routes::{Area, Routes};
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, put};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -19,14 +18,14 @@ use crate::service::context::AppState;
 use crate::service::errors::ApiError;
 use crate::service::store::{ChannelWrite, now_ms};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/alert-channels", get(list).post(create))
-        .route(
-            "/v1/alert-channels/{id}",
-            get(get_one).put(replace).delete(delete),
-        )
-        .route("/v1/alert-channels/{id}/subscriptions", put(subscribe))
+pub fn routes() -> Routes {
+    Routes::new(Area::Public)
+        .get("/v1/alert-channels", list)
+        .post("/v1/alert-channels", create)
+        .get("/v1/alert-channels/{id}", get_one)
+        .put("/v1/alert-channels/{id}", replace)
+        .delete("/v1/alert-channels/{id}", delete)
+        .put("/v1/alert-channels/{id}/subscriptions", subscribe)
 }
 
 /// Parses a channel id.

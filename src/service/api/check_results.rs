@@ -1,10 +1,9 @@
 //! `/v1/check-results`: one stored result, or a filtered page of a check's results, in
 //! the reference `CheckResult` shape. Assets of a result are in `result_assets`.
 
+use crate::service::api::routes::{Area, Routes};
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, RawQuery, State};
-use axum::routing::get;
 use serde_json::{Map, Value, json};
 
 use super::extract::{Paging, parse_id};
@@ -16,10 +15,10 @@ use crate::service::errors::ApiError;
 use crate::service::sessions::result_link;
 use crate::service::store::{ResultFilter, ResultRecord, now_ms};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/check-results/{check_id}", get(list))
-        .route("/v1/check-results/{check_id}/{result_id}", get(get_one))
+pub fn routes() -> Routes {
+    Routes::new(Area::Public)
+        .get("/v1/check-results/{check_id}", list)
+        .get("/v1/check-results/{check_id}/{result_id}", get_one)
         .merge(result_assets::routes())
 }
 

@@ -1,12 +1,11 @@
 //! `/v1|v2/check-sessions`: trigger, read, await completion, cancel.
 
+use crate::service::api::routes::{Area, Routes};
 use std::time::Duration;
 
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
 use super::extract::{ApiQuery, OptionalJson, parse_id};
@@ -20,15 +19,15 @@ use crate::service::store::now_ms;
 /// Default and largest `maxWaitSeconds` of the completion endpoints.
 pub const MAX_WAIT_SECS: u64 = 30;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/check-sessions/trigger", post(trigger))
-        .route("/v2/check-sessions/trigger", post(trigger))
-        .route("/v1/check-sessions/{id}", get(get_one))
-        .route("/v2/check-sessions/{id}", get(get_one))
-        .route("/v1/check-sessions/{id}/completion", get(completion))
-        .route("/v2/check-sessions/{id}/completion", get(completion))
-        .route("/v1/check-sessions/{id}/cancel", post(cancel))
+pub fn routes() -> Routes {
+    Routes::new(Area::Public)
+        .post("/v1/check-sessions/trigger", trigger)
+        .post("/v2/check-sessions/trigger", trigger)
+        .get("/v1/check-sessions/{id}", get_one)
+        .get("/v2/check-sessions/{id}", get_one)
+        .get("/v1/check-sessions/{id}/completion", completion)
+        .get("/v2/check-sessions/{id}/completion", completion)
+        .post("/v1/check-sessions/{id}/cancel", cancel)
 }
 
 /// Answer of the trigger endpoints.

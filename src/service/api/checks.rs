@@ -5,13 +5,12 @@
 //! created and updated by `api::heartbeats` (the generic routes hand them over) and
 //! shown with their ping URL and alert channel subscriptions.
 
+use crate::service::api::routes::{Area, Routes};
 use std::collections::HashSet;
 
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post, put};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -29,39 +28,36 @@ use crate::service::errors::ApiError;
 use crate::service::scheduler::next_slot;
 use crate::service::store::{CheckFilter, CheckRecord, CheckWrite, ScheduleWrite, now_ms};
 
-pub fn routes() -> Router<AppState> {
-    let mut router = Router::new()
-        .route("/v1/checks", get(list).post(create_any))
-        .route(
-            "/v1/checks/{id}",
-            get(get_one).put(update_any).delete(delete),
-        );
+pub fn routes() -> Routes {
+    let mut routes = Routes::new(Area::Public)
+        .get("/v1/checks", list)
+        .post("/v1/checks", create_any)
+        .get("/v1/checks/{id}", get_one)
+        .put("/v1/checks/{id}", update_any)
+        .delete("/v1/checks/{id}", delete);
     for kind in CHECK_KINDS {
         let check_type = kind.check_type;
-        router = router
-            .route(
-                &format!("/v1/checks/{}", kind.segment),
-                post(
+        routes =
+            routes
+                .post(
+                    &format!("/v1/checks/{}", kind.segment),
                     move |State(ctx): State<AppState>,
                           auth: ApiAuth,
                           ApiJson(body): ApiJson<Value>| async move {
                         create(&ctx, &auth, check_type, body).await
                     },
-                ),
-            )
-            .route(
-                &format!("/v1/checks/{}/{{id}}", kind.segment),
-                put(
+                )
+                .put(
+                    &format!("/v1/checks/{}/{{id}}", kind.segment),
                     move |State(ctx): State<AppState>,
                           auth: ApiAuth,
                           Path(id): Path<String>,
                           ApiJson(body): ApiJson<Value>| async move {
                         update(&ctx, &auth, &id, Some(check_type), body).await
                     },
-                ),
-            );
+                );
     }
-    router
+    routes
 }
 
 /// The check as the API shows it: the stored document plus id and timestamps, with the
@@ -264,6 +260,26 @@ impl ListQuery {
                         ));
                     }
                     filter.name_contains = (!value.is_empty()).then(|| value.into_owned());
+                }
+                // Validated as the reference types them; Outpost has no check groups,
+                // and `status` is not applied as a filter yet.
+                "status" if !["passing", "failing", "degraded"].contains(&value.as_ref()) => {
+                    return Err(ApiError::invalid(
+                        "status",
+                        "must be one of passing, failing, degraded",
+                    ));
+                }
+                "applyGroupSettings" if !["true", "false"].contains(&value.as_ref()) => {
+                    return Err(ApiError::invalid(
+                        "applyGroupSettings",
+                        "must be true or false",
+                    ));
+                }
+                "apiCheckUrlFilterPattern" if value.is_empty() => {
+                    return Err(ApiError::invalid(
+                        "apiCheckUrlFilterPattern",
+                        "must not be empty",
+                    ));
                 }
                 _ => {}
             }

@@ -7,11 +7,10 @@
 //! midnight UTC) or milliseconds since the epoch. Events of `[startTime, endTime]` come
 //! newest first. See `heartbeats::stats` for the success ratios.
 
+use crate::service::api::routes::{Area, Routes};
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post, put};
 use chrono::{NaiveDate, SecondsFormat};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -33,24 +32,21 @@ use crate::service::store::{
 /// Largest `limit` of the events list (and its default).
 pub const MAX_EVENTS_LIMIT: i64 = 10;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
+pub fn routes() -> Routes {
+    Routes::new(Area::Public)
+        .post(
             "/v1/checks/heartbeat",
-            post(
-                |State(ctx): State<AppState>,
+            |State(ctx): State<AppState>,
                  auth: ApiAuth,
                  RawQuery(raw): RawQuery,
                  ApiJson(body): ApiJson<Value>| async move {
                     let auto_assign = auto_assign_alerts(raw.as_deref())?;
                     create(&ctx, &auth, body, auto_assign).await
                 },
-            ),
         )
-        .route(
+        .put(
             "/v1/checks/heartbeat/{id}",
-            put(
-                |State(ctx): State<AppState>,
+            |State(ctx): State<AppState>,
                  auth: ApiAuth,
                  Path(id): Path<String>,
                  ApiJson(body): ApiJson<Value>| async move {
@@ -69,13 +65,12 @@ pub fn routes() -> Router<AppState> {
                     }
                     update(&ctx, &auth, existing, body).await
                 },
-            ),
         )
-        .route("/v1/checks/heartbeats/{check_id}/events", get(events))
-        .route("/v1/checks/heartbeats/{check_id}/events/{id}", get(event))
-        .route(
+        .get("/v1/checks/heartbeats/{check_id}/events", events)
+        .get("/v1/checks/heartbeats/{check_id}/events/{id}", event)
+        .get(
             "/v1/checks/heartbeats/{check_id}/availability",
-            get(availability),
+            availability,
         )
 }
 

@@ -1,7 +1,9 @@
 //! `/v1/private-locations`: private locations of the account and their agent keys.
 //!
 //! - A key's plaintext (`rawKey`) appears only in the answer of
-//!   `POST /v1/private-locations/{id}/keys`; everywhere else keys show `maskedKey`.
+//!   `POST /v1/private-locations/{id}/keys`; everywhere else keys show `maskedKey`,
+//!   and `rawKey` (required by the reference's `privateLocationKeys`) holds the
+//!   masked key too. Times are calendar dates (`format: date` in the reference).
 //!   At most [`MAX_ACTIVE_LOCATION_KEYS`] keys are active: a third is a 409.
 //! - A location named by checks (`privateLocations`) is not deleted: 409 naming how
 //!   many checks use it; remove it from those checks first.
@@ -11,14 +13,14 @@
 //!   agents that said HELLO for the location (Outpost records HELLO, not every poll).
 //! - Another account's location is a 404, like an unknown one.
 
+use crate::service::api::routes::{Area, Routes};
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
+use super::calendar_date;
 use super::extract::{ApiJson, parse_id};
 use crate::service::auth::ApiAuth;
 use crate::service::context::AppState;
@@ -39,27 +41,25 @@ const MAX_METRICS_WINDOW_MS: i64 = 15 * 24 * 3600 * 1000;
 
 const NOT_FOUND: &str = "No such private location.";
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/private-locations", get(list).post(create))
-        .route(
-            "/v1/private-locations/{id}",
-            get(get_one).put(update).delete(remove),
-        )
-        .route("/v1/private-locations/{id}/keys", post(create_key))
-        .route(
-            "/v1/private-locations/{id}/keys/{key_id}",
-            delete(revoke_key),
-        )
-        .route("/v1/private-locations/{id}/metrics", get(metrics))
+pub fn routes() -> Routes {
+    Routes::new(Area::Public)
+        .get("/v1/private-locations", list)
+        .post("/v1/private-locations", create)
+        .get("/v1/private-locations/{id}", get_one)
+        .put("/v1/private-locations/{id}", update)
+        .delete("/v1/private-locations/{id}", remove)
+        .post("/v1/private-locations/{id}/keys", create_key)
+        .delete("/v1/private-locations/{id}/keys/{key_id}", revoke_key)
+        .get("/v1/private-locations/{id}/metrics", metrics)
 }
 
 /// A key as listed: masked, never the plaintext.
 fn key_json(k: &LocationKeyInfo) -> Value {
     json!({
         "id": k.id,
+        "rawKey": k.masked,
         "maskedKey": k.masked,
-        "created_at": k.created_at,
+        "created_at": calendar_date(k.created_at),
         "updated_at": Value::Null,
     })
 }
@@ -72,8 +72,8 @@ fn location_json(r: &LocationRecord, keys: &[LocationKeyInfo]) -> Map<String, Va
     m.insert("name".into(), json!(l.name));
     m.insert("slugName".into(), json!(l.slug_name));
     m.insert("icon".into(), json!("location"));
-    m.insert("created_at".into(), json!(l.created_at));
-    m.insert("updated_at".into(), json!(r.updated_at));
+    m.insert("created_at".into(), calendar_date(l.created_at));
+    m.insert("updated_at".into(), calendar_date(r.updated_at));
     m.insert(
         "keys".into(),
         Value::Array(keys.iter().map(key_json).collect()),
@@ -124,7 +124,7 @@ fn location_with_agents(
             })
         })
         .collect();
-    m.insert("lastSeen".into(), json!(last_seen));
+    m.insert("lastSeen".into(), json!(last_seen.map(calendar_date)));
     m.insert("agentCount".into(), json!(agents.len()));
     m.insert("minAgentVersion".into(), json!(min_version));
     m.insert("runningAgents".into(), Value::Array(running));
@@ -364,7 +364,7 @@ async fn create_key(
             "id": info.id,
             "rawKey": raw,
             "maskedKey": info.masked,
-            "created_at": info.created_at,
+            "created_at": calendar_date(info.created_at),
             "updated_at": Value::Null,
         })),
     ))
@@ -397,12 +397,19 @@ fn parse_time(field: &str, value: &str) -> Result<i64, ApiError> {
             .filter(|ms| DateTime::<Utc>::from_timestamp_millis(*ms).is_some())
             .ok_or_else(|| ApiError::invalid(field, "is out of range"));
     }
-    DateTime::parse_from_rfc3339(value)
-        .map(|t| t.timestamp_millis())
-        .map_err(|_| {
+    if let Ok(t) = DateTime::parse_from_rfc3339(value) {
+        return Ok(t.timestamp_millis());
+    }
+    // The reference types `from`/`to` as `format: date`: a calendar day is its UTC
+    // midnight.
+    chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc().timestamp_millis())
+        .ok_or_else(|| {
             ApiError::invalid(
                 field,
-                "must be a UNIX timestamp in seconds or an RFC 3339 time",
+                "must be a UNIX timestamp in seconds, an RFC 3339 time or a date (YYYY-MM-DD)",
             )
         })
 }

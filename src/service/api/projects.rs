@@ -7,16 +7,15 @@
 //! gzip magic number. Both the body as sent and the decompressed JSON are limited to
 //! [`MAX_DEPLOY_BYTES`] while they stream (413 beyond).
 
+use crate::service::api::routes::{Area, Routes};
 use std::io::Read;
 
 use axum::Json;
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -31,14 +30,11 @@ use crate::service::store::{DeploymentRecord, now_ms};
 /// Largest deploy body, compressed or not.
 pub const MAX_DEPLOY_BYTES: usize = 16 * 1024 * 1024;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/projects/deploy", post(deploy))
-        .route(
-            "/v1/projects/{logical_id}/deployments/{id}/events",
-            get(events),
-        )
-        .route("/v1/projects/{logical_id}", delete(destroy))
+pub fn routes() -> Routes {
+    Routes::new(Area::Public)
+        .post("/v1/projects/deploy", deploy)
+        .get("/v1/projects/{logical_id}/deployments/{id}/events", events)
+        .delete("/v1/projects/{logical_id}", destroy)
 }
 
 fn too_large() -> ApiError {

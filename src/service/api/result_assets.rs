@@ -4,13 +4,12 @@
 //! and a `name` glob) and `.../assets/{name}`, which streams one file. Both are scoped
 //! by the key's account: another account's result is a 404.
 
+use crate::service::api::routes::{Area, Routes};
 use axum::Json;
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use futures_util::stream;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
@@ -37,15 +36,12 @@ pub const MAX_GLOB_LEN: usize = 200;
 /// Bytes read from disk per chunk of a download.
 const CHUNK: usize = 64 * 1024;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/v1/check-results/{check_id}/{result_id}/assets",
-            get(manifest),
-        )
-        .route(
+pub fn routes() -> Routes {
+    Routes::new(Area::Public)
+        .get("/v1/check-results/{check_id}/{result_id}/assets", manifest)
+        .get(
             "/v1/check-results/{check_id}/{result_id}/assets/{name}",
-            get(download),
+            download,
         )
 }
 

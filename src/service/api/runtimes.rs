@@ -1,10 +1,9 @@
 //! What the vendor CLI asks before a deploy: `GET /next/accounts/{accountId}` (the
 //! account of the API key), `GET /v1/runtimes` and `GET /v1/runtimes/{id}`.
 
+use crate::service::api::routes::{Area, Routes};
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, State};
-use axum::routing::get;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -18,14 +17,16 @@ pub const RUNTIMES: [(&str, &str, &str, &str); 2] = [
     ("2026.04", "v24.13.1", "1.58.2", "CURRENT"),
 ];
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/next/accounts/{account_id}", get(account))
-        .route("/v1/runtimes", get(list))
-        .route("/v1/runtimes/{id}", get(one))
+pub fn routes() -> Routes {
+    Routes::new(Area::Public)
+        .get("/next/accounts/{account_id}", account)
+        .area(Area::Open)
+        .get("/v1/runtimes", list)
+        .get("/v1/runtimes/{id}", one)
 }
 
-/// A runtime as the API shows it (`Runtime`).
+/// A runtime as the API shows it (`Runtime`). `runtimeEndOfLife` (a non-empty string
+/// in the reference) is left out: no runtime has an end of life yet.
 pub fn runtime_json(r: &(&str, &str, &str, &str)) -> Value {
     let (name, node, playwright, stage) = *r;
     json!({
@@ -33,7 +34,6 @@ pub fn runtime_json(r: &(&str, &str, &str, &str)) -> Value {
         "multiStepSupport": true,
         "nodeJsVersion": node,
         "stage": stage,
-        "runtimeEndOfLife": Value::Null,
         "description": format!("Main updates are Playwright {playwright} and Node.js {node}"),
         "dependencies": {"@playwright/test": playwright, "playwright": playwright},
     })
@@ -55,11 +55,12 @@ async fn account(
     }
 }
 
-async fn list(_auth: ApiAuth) -> Json<Value> {
+/// Public, as in the reference (no 401 documented): runtimes say nothing of an account.
+async fn list() -> Json<Value> {
     Json(Value::Array(RUNTIMES.iter().map(runtime_json).collect()))
 }
 
-async fn one(_auth: ApiAuth, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn one(Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     RUNTIMES
         .iter()
         .find(|r| r.0 == id)

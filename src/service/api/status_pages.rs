@@ -26,66 +26,52 @@ mod pages;
 mod services;
 mod subscriptions;
 
-use axum::Router;
-use axum::routing::{delete, get, post};
+use crate::service::api::routes::{Area, Routes};
 use serde_json::{Value, json};
 
-use crate::service::context::AppState;
+use super::calendar_date;
 use crate::service::store::{Incident, IncidentUpdate, Listing, StatusService};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/status-pages", get(pages::list).post(pages::create))
-        .route(
-            "/v1/status-pages/services",
-            get(services::list).post(services::create),
-        )
-        .route(
-            "/v1/status-pages/services/{id}",
-            get(services::get_one)
-                .put(services::update)
-                .delete(services::remove),
-        )
-        .route(
-            "/v1/status-pages/incidents",
-            get(incidents::list).post(incidents::create),
-        )
-        .route(
-            "/v1/status-pages/incidents/{id}",
-            get(incidents::get_one)
-                .put(incidents::update)
-                .delete(incidents::remove),
-        )
-        .route(
+pub fn routes() -> Routes {
+    const UPDATE: &str = "/v1/status-pages/incidents/{id}/incident-updates/{update_id}";
+    Routes::new(Area::Public)
+        .get("/v1/status-pages", pages::list)
+        .post("/v1/status-pages", pages::create)
+        .get("/v1/status-pages/services", services::list)
+        .post("/v1/status-pages/services", services::create)
+        .get("/v1/status-pages/services/{id}", services::get_one)
+        .put("/v1/status-pages/services/{id}", services::update)
+        .delete("/v1/status-pages/services/{id}", services::remove)
+        .get("/v1/status-pages/incidents", incidents::list)
+        .post("/v1/status-pages/incidents", incidents::create)
+        .get("/v1/status-pages/incidents/{id}", incidents::get_one)
+        .put("/v1/status-pages/incidents/{id}", incidents::update)
+        .delete("/v1/status-pages/incidents/{id}", incidents::remove)
+        .get(
             "/v1/status-pages/incidents/{id}/incident-updates",
-            get(incidents::list_updates).post(incidents::create_update),
+            incidents::list_updates,
         )
-        .route(
-            "/v1/status-pages/incidents/{id}/incident-updates/{update_id}",
-            get(incidents::get_update)
-                .put(incidents::replace_update)
-                .delete(incidents::remove_update),
+        .post(
+            "/v1/status-pages/incidents/{id}/incident-updates",
+            incidents::create_update,
         )
-        .route(
-            "/v1/status-pages/{id}",
-            get(pages::get_one).put(pages::update).delete(pages::remove),
-        )
-        .route(
-            "/v1/status-pages/{id}/keys",
-            get(keys::list).post(keys::create),
-        )
-        .route("/v1/status-pages/{id}/keys/{key_id}", delete(keys::remove))
-        .route(
-            "/v1/status-pages/{id}/subscriptions",
-            get(subscriptions::list),
-        )
-        .route(
+        .get(UPDATE, incidents::get_update)
+        .put(UPDATE, incidents::replace_update)
+        .delete(UPDATE, incidents::remove_update)
+        .get("/v1/status-pages/{id}", pages::get_one)
+        .put("/v1/status-pages/{id}", pages::update)
+        .delete("/v1/status-pages/{id}", pages::remove)
+        .get("/v1/status-pages/{id}/keys", keys::list)
+        .post("/v1/status-pages/{id}/keys", keys::create)
+        .delete("/v1/status-pages/{id}/keys/{key_id}", keys::remove)
+        .get("/v1/status-pages/{id}/subscriptions", subscriptions::list)
+        .post(
             "/v1/status-pages/{id}/subscriptions/bulk",
-            post(subscriptions::bulk_create),
+            subscriptions::bulk_create,
         )
-        .route(
+        .delete(
             "/v1/status-pages/{id}/subscriptions/{subscription_id}",
-            delete(subscriptions::remove),
+            subscriptions::remove,
         )
 }
 
@@ -95,8 +81,8 @@ pub fn service_json(s: &StatusService) -> Value {
         "name": s.name,
         "id": s.id,
         "accountId": s.account_id,
-        "created_at": s.created_at,
-        "updated_at": s.updated_at,
+        "created_at": calendar_date(s.created_at),
+        "updated_at": calendar_date(s.updated_at),
     })
 }
 
@@ -108,7 +94,7 @@ pub fn update_json(u: &IncidentUpdate) -> Value {
         "status": u.status.as_str(),
         "publicIncidentUpdateDate": u.public_at,
         "notifySubscribers": u.notify_subscribers,
-        "created_at": u.created_at,
+        "created_at": calendar_date(u.created_at),
     })
 }
 
@@ -122,8 +108,8 @@ pub fn incident_json(i: &Incident) -> Value {
         "incidentUpdates": i.updates.iter().map(update_json).collect::<Vec<_>>(),
         "lastUpdateStatus": i.last_update_status.as_str(),
         "duration": i.duration,
-        "created_at": i.created_at,
-        "updated_at": i.updated_at,
+        "created_at": calendar_date(i.created_at),
+        "updated_at": calendar_date(i.updated_at),
     })
 }
 

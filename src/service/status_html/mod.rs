@@ -23,9 +23,9 @@ use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use chrono::Utc;
 
+use super::api::routes::{Area, Routes};
 use super::context::AppState;
 use super::errors::not_found_route;
 use super::store::{StatusPage, StoreError};
@@ -35,10 +35,11 @@ pub use state::ServiceState;
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src http: https: data:; \
                    form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/status/{url}", get(by_url))
-        .route("/", get(by_host))
+/// The pages' routes: no key, the page's own keys guard private pages.
+pub fn routes() -> Routes {
+    Routes::new(Area::Open)
+        .get("/status/{url}", by_url)
+        .get("/", by_host)
 }
 
 /// Where a page is served: the path of its address, for redirects and cookies.

@@ -154,6 +154,22 @@ pub fn opt_time(map: &Map<String, Value>, field: &str) -> Result<Option<i64>, Ap
     }
 }
 
+/// A read-only time a client may send back (`created_at`, `updated_at`): ignored, but
+/// when present it must be what the reference types it, a date (`YYYY-MM-DD`; an
+/// RFC 3339 time is accepted too, as older answers showed).
+pub fn ignored_date(map: &Map<String, Value>, field: &str) -> Result<(), ApiError> {
+    match map.get(field) {
+        None => Ok(()),
+        Some(Value::String(s))
+            if chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").is_ok()
+                || DateTime::parse_from_rfc3339(s.trim()).is_ok() =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(ApiError::invalid(field, "must be a date (YYYY-MM-DD)")),
+    }
+}
+
 /// An optional http(s) URL (absent or null = none).
 pub fn opt_link(map: &Map<String, Value>, field: &str) -> Result<Option<String>, ApiError> {
     let Some(s) = opt_string(map, field, MAX_LINK_LEN)? else {

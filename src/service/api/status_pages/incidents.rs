@@ -37,6 +37,8 @@ async fn incident_write(
     body: &Map<String, Value>,
 ) -> Result<IncidentWrite, ApiError> {
     let name = fields::name(body, "", "name", MAX_NAME_CHARS)?;
+    fields::ignored_date(body, "created_at")?;
+    fields::ignored_date(body, "updated_at")?;
     let severity = fields::opt_enum(body, "severity", IncidentSeverity::parse, &SEVERITIES)?
         .ok_or_else(|| {
             ApiError::invalid(
@@ -136,6 +138,7 @@ fn update_write(body: &Map<String, Value>, base: &str) -> Result<IncidentUpdateW
     };
     let description =
         fields::name(body, "", "description", MAX_UPDATE_DESCRIPTION_CHARS).map_err(prefixed)?;
+    fields::ignored_date(body, "created_at").map_err(prefixed)?;
     let status =
         fields::opt_enum(body, "status", IncidentStatus::parse, &STATUSES).map_err(prefixed)?;
     let public_at = fields::opt_time(body, "publicIncidentUpdateDate")

@@ -20,6 +20,7 @@ use uuid::Uuid;
 use super::fields::{self, MAX_NAME_CHARS, MAX_PAGE_DESCRIPTION_CHARS};
 use super::keys::key_json;
 use super::{incident_json, service_json};
+use crate::service::api::calendar_date;
 use crate::service::api::extract::{ApiJson, parse_id};
 use crate::service::auth::ApiAuth;
 use crate::service::context::AppState;
@@ -257,8 +258,8 @@ fn card_json(c: &StatusCard) -> Value {
         "id": c.id,
         "name": c.name,
         "services": c.services.iter().map(service_json).collect::<Vec<_>>(),
-        "created_at": c.created_at,
-        "updated_at": c.updated_at,
+        "created_at": calendar_date(c.created_at),
+        "updated_at": calendar_date(c.updated_at),
     })
 }
 
@@ -293,8 +294,8 @@ fn page_json(p: &StatusPage) -> Map<String, Value> {
         Value::Array(p.cards.iter().map(card_json).collect()),
     );
     m.insert("whiteLabel".into(), json!(false));
-    m.insert("created_at".into(), json!(p.created_at));
-    m.insert("updated_at".into(), json!(p.updated_at));
+    m.insert("created_at".into(), calendar_date(p.created_at));
+    m.insert("updated_at".into(), calendar_date(p.updated_at));
     m.insert(
         "projectBindings".into(),
         json!({"owner": null, "references": []}),

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::fields;
+use crate::service::api::calendar_date;
 use crate::service::api::extract::{ApiJson, parse_id};
 use crate::service::auth::ApiAuth;
 use crate::service::context::AppState;
@@ -25,8 +26,8 @@ fn subscription_json(s: &PageSubscription) -> Value {
         "type": s.kind,
         "address": s.address,
         "status": s.status.as_str(),
-        "created_at": s.created_at,
-        "updated_at": s.updated_at,
+        "created_at": calendar_date(s.created_at),
+        "updated_at": calendar_date(s.updated_at),
     })
 }
 

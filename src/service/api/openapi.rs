@@ -1,0 +1,250 @@
+//! `GET /openapi.json`: the service's own OpenAPI 3.0 document, built from the route
+//! table (`routes::RouteEntry`), so it lists exactly the routes the router serves.
+//!
+//! An operation the reference document (`tests/conformance/public-api.openapi.json`)
+//! also has — same method, same path up to parameter names — is described by the
+//! reference's operation (parameters, request body, responses and component schemas),
+//! with the error codes the service really answers added as
+//! `tests/conformance/adjustments.json` lists them: `tests/conformance.rs` proves with
+//! schemathesis that the service keeps to exactly that document. Every other route
+//! (deploys, result assets, the ping address, the agent API, this document) gets its
+//! path parameters, a success answer and the `{statusCode, error, message}` errors.
+
+use regex::Regex;
+use serde_json::{Map, Value, json};
+
+use super::routes::{Area, RouteEntry};
+
+const REFERENCE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/conformance/public-api.openapi.json"
+));
+const ADJUSTMENTS: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/conformance/adjustments.json"
+));
+
+/// The path of the document.
+pub const OPENAPI_PATH: &str = "/openapi.json";
+
+/// `/a/{x}/b/{y}` -> `/a/{}/b/{}`: paths equal up to parameter names.
+fn shape(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut in_param = false;
+    for c in path.chars() {
+        match c {
+            '{' => {
+                in_param = true;
+                out.push('{');
+            }
+            '}' => {
+                in_param = false;
+                out.push('}');
+            }
+            _ if in_param => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn path_params(path: &str) -> Vec<&str> {
+    path.split('/')
+        .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+        .collect()
+}
+
+fn error_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApiError"}}},
+    })
+}
+
+/// The reference with the adjustments' extra error codes (the patches and exclusions
+/// of the adjustments concern the test only).
+fn adjusted_reference() -> Value {
+    let mut doc: Value = serde_json::from_str(REFERENCE).unwrap_or(Value::Null);
+    let adjustments: Value = serde_json::from_str(ADJUSTMENTS).unwrap_or(Value::Null);
+    let rules = adjustments["responses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return doc;
+    };
+    for rule in rules {
+        let Some(pattern) = rule["operations"].as_str().and_then(|p| Regex::new(p).ok()) else {
+            continue;
+        };
+        for (path, item) in paths.iter_mut() {
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            for (method, op) in item.iter_mut() {
+                if !pattern.is_match(&format!("{} {path}", method.to_uppercase())) {
+                    continue;
+                }
+                let Some(responses) = op["responses"].as_object_mut() else {
+                    continue;
+                };
+                for code in rule["codes"].as_array().into_iter().flatten() {
+                    if let Some(code) = code.as_u64() {
+                        responses
+                            .entry(code.to_string())
+                            .or_insert_with(|| error_response("Error"));
+                    }
+                }
+            }
+        }
+    }
+    doc
+}
+
+/// Drops every string `default` shorter than its schema's `minLength`: the reference
+/// has five (`default: ""` with `minLength: 1`), which makes it an invalid document.
+fn drop_invalid_defaults(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let min = m.get("minLength").and_then(Value::as_u64).unwrap_or(0);
+            if m.get("default")
+                .and_then(Value::as_str)
+                .is_some_and(|d| (d.chars().count() as u64) < min)
+            {
+                m.remove("default");
+            }
+            m.values_mut().for_each(drop_invalid_defaults);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_invalid_defaults),
+        _ => {}
+    }
+}
+
+/// An operation for a route the reference does not describe.
+fn own_operation(entry: &RouteEntry, key: &str) -> Value {
+    let method = entry.method.as_str().to_lowercase();
+    let mut parameters: Vec<Value> = path_params(key)
+        .into_iter()
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .collect();
+    let (tag, security, ok) = match entry.area {
+        Area::Public => ("Outpost", json!([{"Bearer": []}]), "Successful"),
+        Area::Open => ("Outpost", json!([]), "Successful"),
+        Area::Ping => (
+            "Heartbeat ping",
+            json!([]),
+            "The ping was recorded (GET and POST count as pings)",
+        ),
+        Area::Agent => (
+            "Agent protocol (docs/protocol.md)",
+            json!([{"Bearer": []}]),
+            "Successful",
+        ),
+    };
+    if entry.area == Area::Public {
+        parameters.push(
+            json!({"name": "x-service-account", "in": "header", "schema": {"type": "string"}}),
+        );
+    }
+    let operation_id = format!(
+        "{method}{}",
+        entry
+            .path
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let mut c = s.chars();
+                c.next()
+                    .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                    .unwrap_or_default()
+            })
+            .collect::<String>()
+    );
+    let mut responses = Map::new();
+    if entry.method == http::Method::HEAD {
+        responses.insert("405".into(), error_response("HEAD is not a ping"));
+    } else {
+        responses.insert("2XX".into(), json!({"description": ok}));
+        responses.insert(
+            "4XX".into(),
+            error_response("Refused input, unknown id or missing key"),
+        );
+    }
+    json!({
+        "operationId": operation_id,
+        "summary": format!("{} {}", entry.method, entry.path),
+        "tags": [tag],
+        "security": security,
+        "parameters": parameters,
+        "responses": responses,
+    })
+}
+
+/// The document of `entries`.
+pub fn document(entries: &[RouteEntry]) -> Value {
+    let reference = adjusted_reference();
+    let reference_paths = reference["paths"].as_object().cloned().unwrap_or_default();
+    let mut paths = Map::new();
+    for entry in entries {
+        let method = entry.method.as_str().to_lowercase();
+        let shaped = shape(&entry.path);
+        let known = reference_paths.iter().find(|(p, _)| shape(p) == shaped);
+        let (key, mut operation) = match known {
+            Some((p, item)) => match item.get(&method) {
+                Some(op) => (p.clone(), op.clone()),
+                None => (p.clone(), own_operation(entry, p)),
+            },
+            None => (entry.path.clone(), own_operation(entry, &entry.path)),
+        };
+        if entry.area == Area::Open
+            && let Some(op) = operation.as_object_mut()
+        {
+            op.insert("security".into(), json!([]));
+        }
+        let item = paths
+            .entry(key)
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(item) = item.as_object_mut() {
+            item.insert(method, operation);
+        }
+    }
+    let mut components = reference["components"].clone();
+    drop_invalid_defaults(&mut components);
+    let mut paths = Value::Object(paths);
+    drop_invalid_defaults(&mut paths);
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Outpost",
+            "version": crate::VERSION,
+            "description": "The routes this Outpost service serves, generated from its route table. Operations shared with the reference public API are described by the reference's operations and schemas, plus the error codes Outpost answers.",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"Bearer": []}],
+        "paths": paths,
+        "components": components,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_ignore_parameter_names() {
+        assert_eq!(shape("/v1/checks/{id}/x"), "/v1/checks/{}/x");
+        assert_eq!(
+            shape("/v1/check-sessions/{checkSessionId}"),
+            shape("/v1/check-sessions/{id}")
+        );
+        assert_eq!(path_params("/a/{x}/b/{y}"), vec!["x", "y"]);
+    }
+
+    #[test]
+    fn the_embedded_documents_parse() {
+        let reference: Value = serde_json::from_str(REFERENCE).unwrap();
+        assert!(reference["paths"].as_object().is_some_and(|p| p.len() > 50));
+        let adjustments: Value = serde_json::from_str(ADJUSTMENTS).unwrap();
+        assert!(adjustments["responses"].is_array());
+    }
+}

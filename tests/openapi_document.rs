@@ -1,0 +1,171 @@
+//! `GET /openapi.json` of a real `outpost serve`: served without a key, a valid OpenAPI 3
+//! document (openapi-spec-validator from PyPI, in the schemathesis virtualenv), holding
+//! every path and method of the reference document, and describing exactly what the
+//! router serves: every documented operation reaches a route (never the "no such route"
+//! 404), and on every documented path the methods the router allows (the `Allow`
+//! header of a 405) are the documented ones. The other direction — no route without
+//! an entry — holds by construction: routes are only added through the route table
+//! that the document is built from (`service::api::routes`).
+
+mod schemathesis_support;
+mod serve_support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use reqwest::Method;
+use serde_json::Value;
+use serve_support::Serve;
+
+const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "head"];
+
+fn documented_methods(item: &Value) -> BTreeSet<String> {
+    METHODS
+        .iter()
+        .filter(|m| item.get(**m).is_some())
+        .map(|m| m.to_uppercase())
+        .collect()
+}
+
+/// A concrete path: every `{param}` replaced by a (well-formed, unknown) UUID.
+fn concrete(path: &str) -> String {
+    path.split('/')
+        .map(|s| {
+            if s.starts_with('{') {
+                "00000000-0000-4000-8000-000000000000"
+            } else {
+                s
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[test]
+fn the_service_documents_exactly_the_routes_it_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(dir.path());
+    let creds: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("credentials.json")).unwrap(),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap();
+
+    // Served without a key.
+    let (status, text) = rt.block_on(async {
+        let resp = http
+            .get(format!("{}/openapi.json", serve.base))
+            .send()
+            .await
+            .unwrap();
+        (resp.status(), resp.text().await.unwrap())
+    });
+    assert_eq!(status, 200, "{text}");
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.0"));
+
+    // A valid OpenAPI 3 document.
+    let python = schemathesis_support::python();
+    let file = dir.path().join("openapi.json");
+    std::fs::write(&file, &text).unwrap();
+    let out = Command::new(&python)
+        .args(["-m", "openapi_spec_validator"])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openapi-spec-validator refused the document:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Every path and method of the reference.
+    let reference: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/public-api.openapi.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let paths = doc["paths"].as_object().unwrap();
+    let mut missing = Vec::new();
+    for (path, item) in reference["paths"].as_object().unwrap() {
+        let ours = paths.get(path).map(documented_methods).unwrap_or_default();
+        for m in documented_methods(item) {
+            if !ours.contains(&m) {
+                missing.push(format!("{m} {path}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "reference operations missing: {missing:?}"
+    );
+
+    // Every documented operation reaches a route, and the router allows exactly the
+    // documented methods on each path.
+    let mut wrong = Vec::new();
+    rt.block_on(async {
+        for (path, item) in paths {
+            let url = format!("{}{}", serve.base, concrete(path));
+            let documented = documented_methods(item);
+            for m in &documented {
+                let method: Method = m.parse().unwrap();
+                let mut req = http
+                    .request(method.clone(), &url)
+                    .bearer_auth(creds["apiKey"].as_str().unwrap())
+                    .header("x-service-account", creds["accountId"].as_str().unwrap());
+                if method == Method::POST || method == Method::PUT {
+                    req = req.header("content-type", "application/json").body("{}");
+                }
+                let resp = req.send().await.unwrap();
+                let status = resp.status().as_u16();
+                let body = resp.text().await.unwrap_or_default();
+                let no_route = status == 404 && body.contains("no such route");
+                // HEAD of the ping address is documented as refused (405).
+                let refused = status == 405 && method != Method::HEAD;
+                if no_route || refused {
+                    wrong.push(format!("{m} {path}: {status} {body}"));
+                }
+            }
+            let resp = http.request(Method::OPTIONS, &url).send().await.unwrap();
+            let allow: BTreeSet<String> = resp
+                .headers()
+                .get("allow")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
+            let mut expected = documented.clone();
+            if expected.contains("GET") {
+                // axum answers HEAD wherever it answers GET.
+                expected.insert("HEAD".to_owned());
+            }
+            if resp.status() != 405 || allow != expected {
+                wrong.push(format!(
+                    "{path}: OPTIONS got {} allowing {allow:?}, documented {expected:?}",
+                    resp.status()
+                ));
+            }
+        }
+    });
+    assert!(
+        wrong.is_empty(),
+        "document and router disagree:\n{}",
+        wrong.join("\n")
+    );
+    drop(serve);
+}
