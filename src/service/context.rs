@@ -8,6 +8,7 @@ use super::alerts::Alerts;
 use super::clock::Clock;
 use super::heartbeats::Heartbeats;
 use super::hub::Hub;
+use super::status_html::PageCache;
 use super::status_notify::StatusNotifier;
 use super::store::Store;
 use crate::shutdown::Shutdown;
@@ -35,6 +36,8 @@ pub struct Ctx {
     pub alerts: Alerts,
     /// Wakes the delivery of status notifications (incident updates to subscribers).
     pub status_notify: StatusNotifier,
+    /// Status pages as last rendered, while the database is unchanged.
+    pub status_pages: PageCache,
 }
 
 /// The axum state.

@@ -337,6 +337,7 @@ impl BoundService {
             heartbeats,
             alerts,
             status_notify,
+            status_pages: status_html::PageCache::default(),
         });
         Ok(BoundService {
             ctx,

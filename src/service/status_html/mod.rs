@@ -14,12 +14,16 @@
 //!   Content-Security-Policy that allows no script.
 
 mod access;
+mod cache;
 mod escape;
 mod render;
 mod state;
 mod theme;
 
+use std::sync::Arc;
+
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -30,6 +34,7 @@ use super::context::AppState;
 use super::errors::not_found_route;
 use super::store::{StatusPage, StoreError};
 
+pub use cache::PageCache;
 pub use state::ServiceState;
 
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src http: https: data:; \
@@ -42,10 +47,36 @@ pub fn routes() -> Routes {
         .get("/", by_host)
 }
 
-/// Where a page is served: the path of its address, for redirects and cookies.
+/// A page found at an address, with what the cache had of it.
 struct Served {
-    page: StatusPage,
+    page: Arc<StatusPage>,
+    /// The path of its address, for redirects and cookies.
     path: String,
+    /// Its cache key.
+    address: String,
+    /// The write generation read before the page was looked up.
+    generation: u64,
+    /// Its HTML as rendered at `generation`, if the cache had it.
+    body: Option<Bytes>,
+}
+
+/// The page at `address` from the cache, else from `lookup` (kept in the cache).
+async fn find(
+    ctx: &AppState,
+    address: String,
+    lookup: impl std::future::Future<Output = Result<Option<StatusPage>, StoreError>>,
+) -> Result<Option<(Arc<StatusPage>, Option<Bytes>, String, u64)>, StoreError> {
+    let generation = ctx.store.write_generation();
+    if let Some(c) = ctx.status_pages.get(&address, generation) {
+        return Ok(Some((c.page, c.body, address, generation)));
+    }
+    let Some(page) = lookup.await? else {
+        return Ok(None);
+    };
+    let page = Arc::new(page);
+    ctx.status_pages
+        .put_page(&address, generation, page.clone());
+    Ok(Some((page, None, address, generation)))
 }
 
 async fn by_url(
@@ -54,13 +85,22 @@ async fn by_url(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    let found = match ctx.store.status_page_by_url(&url).await {
+    let found = find(
+        &ctx,
+        format!("url:{url}"),
+        ctx.store.status_page_by_url(&url),
+    )
+    .await;
+    let found = match found {
         Ok(found) => found,
         Err(e) => return unavailable(&e),
     };
-    let served = found.map(|page| Served {
+    let served = found.map(|(page, body, address, generation)| Served {
         path: format!("/status/{}", escape::path_segment(&page.url)),
         page,
+        address,
+        generation,
+        body,
     });
     serve(&ctx, served, query.as_deref(), &headers).await
 }
@@ -82,24 +122,30 @@ async fn by_host(
     headers: HeaderMap,
 ) -> Response {
     let found = match host_name(&headers) {
-        Some(host) => match ctx.store.status_page_by_domain(&host).await {
-            Ok(found) => found,
-            Err(e) => return unavailable(&e),
-        },
+        Some(host) => {
+            let lookup = ctx.store.status_page_by_domain(&host);
+            match find(&ctx, format!("host:{host}"), lookup).await {
+                Ok(found) => found,
+                Err(e) => return unavailable(&e),
+            }
+        }
         None => None,
     };
     // On any other host `/` is no page, just an unknown route of the API.
-    let Some(page) = found else {
+    let Some((page, body, address, generation)) = found else {
         return not_found_route().await.into_response();
     };
     let served = Served {
         page,
         path: "/".to_owned(),
+        address,
+        generation,
+        body,
     };
     serve(&ctx, Some(served), query.as_deref(), &headers).await
 }
 
-fn html_response(status: StatusCode, body: String, private: bool) -> Response {
+fn html_response(status: StatusCode, body: impl Into<Body>, private: bool) -> Response {
     let cache = if private {
         "private, no-store"
     } else {
@@ -114,7 +160,7 @@ fn html_response(status: StatusCode, body: String, private: bool) -> Response {
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
             (header::REFERRER_POLICY, "no-referrer"),
         ],
-        body,
+        body.into(),
     )
         .into_response()
 }
@@ -148,9 +194,10 @@ async fn serve(
     query: Option<&str>,
     headers: &HeaderMap,
 ) -> Response {
-    let Some(Served { page, path }) = served else {
+    let Some(served) = served else {
         return html_response(StatusCode::NOT_FOUND, render::not_found(), false);
     };
+    let (page, path) = (&served.page, &served.path);
     if let Some(target) = page
         .settings
         .get("redirectTo")
@@ -167,41 +214,54 @@ async fn serve(
     let presented = query_key(query);
     if !private {
         if presented.is_some() {
-            return redirect(StatusCode::SEE_OTHER, &path);
+            return redirect(StatusCode::SEE_OTHER, path);
         }
-        return render_page(ctx, &page, false).await;
+        return render_page(ctx, &served, false).await;
     }
     if let Some(key) = presented {
         return match access::valid(&ctx.store, page.id, &key).await {
             Ok(true) => {
                 let secure = ctx.public_url.starts_with("https:");
-                let mut r = redirect(StatusCode::SEE_OTHER, &path);
-                if let Ok(cookie) = HeaderValue::from_str(&access::set_cookie(&key, &path, secure))
-                {
+                let mut r = redirect(StatusCode::SEE_OTHER, path);
+                if let Ok(cookie) = HeaderValue::from_str(&access::set_cookie(&key, path, secure)) {
                     r.headers_mut().insert(header::SET_COOKIE, cookie);
                 }
                 r
             }
             Ok(false) => html_response(
                 StatusCode::UNAUTHORIZED,
-                render::key_form(&page, &path, true),
+                render::key_form(page, path, true),
                 true,
             ),
             Err(e) => unavailable(&e),
         };
     }
     match access::cookie_grants(&ctx.store, page.id, headers).await {
-        Ok(true) => render_page(ctx, &page, true).await,
+        Ok(true) => render_page(ctx, &served, true).await,
         Ok(false) => html_response(
             StatusCode::UNAUTHORIZED,
-            render::key_form(&page, &path, false),
+            render::key_form(page, path, false),
             true,
         ),
         Err(e) => unavailable(&e),
     }
 }
 
-async fn render_page(ctx: &AppState, page: &StatusPage, private: bool) -> Response {
+async fn render_page(ctx: &AppState, served: &Served, private: bool) -> Response {
+    if let Some(body) = &served.body {
+        return html_response(StatusCode::OK, body.clone(), private);
+    }
+    let lock = ctx.status_pages.render_lock(&served.address);
+    let _rendering = lock.lock().await;
+    // Rendered by the visitor this one waited for, and nothing written since?
+    if let Some(body) = ctx
+        .status_pages
+        .get(&served.address, served.generation)
+        .and_then(|c| c.body)
+    {
+        return html_response(StatusCode::OK, body, private);
+    }
+    let page = &served.page;
     let incidents = ctx
         .store
         .page_incidents(&[page.id], render::INCIDENTS_SHOWN)
@@ -213,7 +273,9 @@ async fn render_page(ctx: &AppState, page: &StatusPage, private: bool) -> Respon
     match (incidents, checks) {
         (Ok(mut incidents), Ok(checks)) => {
             let incidents = incidents.remove(&page.id).unwrap_or_default();
-            let body = render::page(page, &incidents, &checks, Utc::now());
+            let body = Bytes::from(render::page(page, &incidents, &checks, Utc::now()));
+            ctx.status_pages
+                .put_body(&served.address, served.generation, body.clone());
             html_response(StatusCode::OK, body, private)
         }
         (Err(e), _) | (_, Err(e)) => unavailable(&e),

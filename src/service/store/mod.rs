@@ -50,6 +50,7 @@ pub use status_pages::{
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::sqlite::{
@@ -105,6 +106,10 @@ pub struct Store {
 struct Inner {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// Bumped each time the write connection goes back to its pool, i.e. after every
+    /// write (and after the few reads that go through the writer): a value read before
+    /// a read and unchanged after it means nothing was written in between.
+    generation: Arc<AtomicU64>,
 }
 
 impl Store {
@@ -119,9 +124,18 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true)
             .pragma("temp_store", "memory");
+        let generation = Arc::new(AtomicU64::new(0));
+        let bump = generation.clone();
         let writer = SqlitePoolOptions::new()
+            .after_release(move |_conn, _meta| {
+                bump.fetch_add(1, Ordering::AcqRel);
+                Box::pin(async { Ok(true) })
+            })
             .max_connections(1)
             .min_connections(1)
+            // A local file cannot go stale the way a network connection can: no ping
+            // round trip to the connection's thread before each use.
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(60))
             .idle_timeout(None)
             .max_lifetime(None)
@@ -131,12 +145,24 @@ impl Store {
         let reader = SqlitePoolOptions::new()
             .max_connections(READ_CONNECTIONS)
             .min_connections(1)
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(options.read_only(true))
             .await?;
         Ok(Store {
-            inner: Arc::new(Inner { writer, reader }),
+            inner: Arc::new(Inner {
+                writer,
+                reader,
+                generation,
+            }),
         })
+    }
+
+    /// The write generation: it changes after every write to the database (see
+    /// `Inner::generation`). Caches of derived views compare it to know whether they
+    /// are still current.
+    pub fn write_generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
     }
 
     /// The single write connection; every write goes through it.
