@@ -237,8 +237,12 @@ fn the_public_api_conforms_to_the_reference_document() {
             SEED,
             "--max-examples",
             &examples,
+            // One worker: with two, one operation's cases delete what the other's
+            // cases name (an alert channel a heartbeat subscribes to, say), and
+            // Hypothesis reports the replay that then answers differently as a flaky
+            // error although the service answered both correctly.
             "--workers",
-            "2",
+            "1",
             "--request-timeout",
             "30",
             "--generation-database",
@@ -263,6 +267,12 @@ fn the_public_api_conforms_to_the_reference_document() {
         .expect("run schemathesis");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (failures, errors) = schemathesis_support::failures(&reports.join("run.ndjson"));
+    if !(failures.is_empty() && errors.is_empty()) {
+        // Kept for a closer look: the temporary directory goes with the test.
+        let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join("conformance-report.ndjson");
+        let _ = std::fs::copy(reports.join("run.ndjson"), &kept);
+        eprintln!("schemathesis report kept at {}", kept.display());
+    }
     assert!(
         failures.is_empty() && errors.is_empty(),
         "{}",

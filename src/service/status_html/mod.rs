@@ -30,7 +30,7 @@ use chrono::Utc;
 
 use super::api::routes::{Area, Routes};
 use super::context::AppState;
-use super::errors::not_found_route;
+use super::errors::ApiError;
 use super::store::{StatusPage, StoreError};
 
 pub use cache::PageCache;
@@ -130,9 +130,9 @@ async fn by_host(
         }
         None => None,
     };
-    // On any other host `/` is no page, just an unknown route of the API.
+    // On any other host `/` is no page: the API's JSON 404.
     let Some((page, body, address, generation)) = found else {
-        return not_found_route().await.into_response();
+        return ApiError::not_found("no status page is served for this host").into_response();
     };
     let served = Served {
         page,
