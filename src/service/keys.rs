@@ -1,6 +1,8 @@
 //! Secret keys: generation, hashing and masking. A key is 32 random bytes in hex behind a
-//! prefix (`opk_` for API keys, `opa_` for agent keys, `ops_` for status page keys); only its SHA-256 is stored and
-//! the plaintext is shown once, at creation.
+//! prefix (`opk_` for API keys, `opa_` for agent keys, `ops_` for status page keys,
+//! `osv_`/`osu_` for the confirmation and unsubscribe links of status page
+//! subscribers); only its SHA-256 is stored and the plaintext is shown once, at
+//! creation (or, for links, in the one mail that carries it).
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -11,6 +13,10 @@ pub const API_KEY_PREFIX: &str = "opk_";
 pub const AGENT_KEY_PREFIX: &str = "opa_";
 /// Prefix of status page keys (visitors of private pages).
 pub const STATUS_PAGE_KEY_PREFIX: &str = "ops_";
+/// Prefix of the tokens of subscription confirmation links.
+pub const SUBSCRIPTION_VERIFY_PREFIX: &str = "osv_";
+/// Prefix of the tokens of unsubscribe links.
+pub const SUBSCRIPTION_UNSUBSCRIBE_PREFIX: &str = "osu_";
 /// Longest key we bother hashing; anything longer cannot be one of ours.
 pub const MAX_KEY_LEN: usize = 256;
 

@@ -17,7 +17,8 @@
 //! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration;
 //! - `projects`: monitoring as code (deploys of projects, their diffs);
 //! - `status_html`: status pages served as HTML to browsers (public and private).
-//! - `status_notify`: e-mails incident updates to status page subscribers.
+//! - `status_notify`: tells status page subscribers of incident updates (e-mail,
+//!   webhooks) and sends the confirmation mails of new e-mail subscriptions.
 
 pub mod admin;
 pub mod agent_api;
@@ -300,20 +301,21 @@ impl BoundService {
                 None
             }
         };
-        let status_notify = status_notify::StatusNotifier::new();
-        let status_worker = status_notify::Worker::new(
-            store.clone(),
-            mailer.clone(),
-            public_url.clone(),
-            &status_notify,
-            extras.alert_delivery.concurrency,
-        );
         let (alerts, dispatcher) = Alerts::with_email(
             store.clone(),
             extras.alert_delivery,
-            mailer,
+            mailer.clone(),
             Some(public_url.clone()),
         )?;
+        let status_notify = status_notify::StatusNotifier::new();
+        let status_worker = status_notify::Worker::new(
+            store.clone(),
+            mailer,
+            alerts.webhook_client().clone(),
+            extras.alert_delivery,
+            public_url.clone(),
+            &status_notify,
+        );
         let (heartbeats, commands) = Heartbeats::channel();
         let engine = Engine::load(
             store.clone(),

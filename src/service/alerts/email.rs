@@ -1,7 +1,8 @@
 //! E-mail over SMTP: the service's SMTP settings (`--smtp-url`, `--smtp-from`) and a
 //! [`Mailer`] that sends one plain-text message to one or more recipients, retrying
 //! transient failures with exponential backoff (like webhooks). Used by e-mail alert
-//! channels; meant for any other mail the service sends (status-page subscribers).
+//! channels and by the mail to status page subscribers (notifications and
+//! confirmations, with `List-Unsubscribe` headers: [`Mailer::send_with`]).
 //!
 //! The SMTP URL is lettre's form: `smtp://host:port` (plain), `smtp://host:port?tls=required`
 //! (STARTTLS), `smtps://user:pass@host:port` (TLS from the start; user and password
@@ -12,7 +13,7 @@
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use lettre::message::header::ContentType;
+use lettre::message::header::{ContentType, HeaderName, HeaderValue};
 use lettre::message::{Mailbox, Message};
 use lettre::transport::smtp::PoolConfig;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
@@ -178,6 +179,19 @@ impl Mailer {
     /// transient failures per the policy; the retries send the same message (same
     /// Message-ID). Returns the number of attempts on success.
     pub async fn send(&self, to: &[&str], subject: &str, body: &str) -> Result<usize, EmailError> {
+        self.send_with(to, subject, body, None).await
+    }
+
+    /// [`Mailer::send`] with an unsubscribe link: `List-Unsubscribe: <link>` and
+    /// `List-Unsubscribe-Post: List-Unsubscribe=One-Click` (RFC 2369, RFC 8058: mail
+    /// clients POST to the link to unsubscribe in one click).
+    pub async fn send_with(
+        &self,
+        to: &[&str],
+        subject: &str,
+        body: &str,
+        unsubscribe: Option<&str>,
+    ) -> Result<usize, EmailError> {
         if to.is_empty() || to.len() > MAX_RECIPIENTS {
             return Err(EmailError::Recipients);
         }
@@ -194,6 +208,18 @@ impl Mailer {
             )))
             .user_agent(concat!("outpost/", env!("CARGO_PKG_VERSION")).to_owned())
             .header(ContentType::TEXT_PLAIN);
+        if let Some(link) = unsubscribe {
+            // The value is encoded (and folded) by lettre: no header injection.
+            builder = builder
+                .raw_header(HeaderValue::new(
+                    HeaderName::new_from_ascii_str("List-Unsubscribe"),
+                    format!("<{}>", one_line(link, 2000)),
+                ))
+                .raw_header(HeaderValue::new(
+                    HeaderName::new_from_ascii_str("List-Unsubscribe-Post"),
+                    "List-Unsubscribe=One-Click".to_owned(),
+                ));
+        }
         for address in to {
             let mailbox: Mailbox = address
                 .parse()

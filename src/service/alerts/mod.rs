@@ -96,6 +96,7 @@ pub struct Alerts {
     tx: mpsc::Sender<Queued>,
     pending: Arc<Pending>,
     mailer: Option<email::Mailer>,
+    client: reqwest::Client,
 }
 
 /// The background dispatcher; [`Dispatcher::run`] consumes it.
@@ -137,10 +138,7 @@ impl Alerts {
         mailer: Option<email::Mailer>,
         links_base: Option<String>,
     ) -> Result<(Alerts, Dispatcher), AlertsError> {
-        let client = reqwest::Client::builder()
-            .timeout(policy.timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
+        let client = webhook::client(&policy)?;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let pending = Arc::new(Pending::default());
         Ok((
@@ -148,6 +146,7 @@ impl Alerts {
                 tx,
                 pending: pending.clone(),
                 mailer: mailer.clone(),
+                client: client.clone(),
             },
             Dispatcher {
                 rx,
@@ -167,6 +166,11 @@ impl Alerts {
     /// The SMTP mailer, when the service has one (for other mail than alerts).
     pub fn mailer(&self) -> Option<&email::Mailer> {
         self.mailer.as_ref()
+    }
+
+    /// The webhook HTTP client (shared with other webhook deliveries of the service).
+    pub fn webhook_client(&self) -> &reqwest::Client {
+        &self.client
     }
 
     /// Queues a notice without waiting. When the queue is full the notice stays in the

@@ -2,17 +2,20 @@
 //! HMAC-SHA256 signature, and the request with retries (exponential backoff with
 //! jitter) on connection errors, timeouts, 408, 429 and 5xx answers.
 //!
-//! The body is the JSON of the [`AlertNotice`]. With a `webhookSecret` the request
-//! carries `x-outpost-signature: sha256=<lowercase hex of HMAC-SHA256(secret, body)>`.
+//! Shared by alert channels (the body is the JSON of the [`AlertNotice`](super::AlertNotice))
+//! and status page webhook subscribers (`status_notify::payload`): [`send`] takes any
+//! serializable payload, and [`client`] builds the one HTTP client both use. With a
+//! `webhookSecret` the request carries
+//! `x-outpost-signature: sha256=<lowercase hex of HMAC-SHA256(secret, body)>`.
 
 use backon::{ExponentialBuilder, Retryable};
 use hmac::{Hmac, Mac};
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue, USER_AGENT};
+use serde::Serialize;
 use serde_json::Value;
 use sha2::Sha256;
 
 use super::DeliveryPolicy;
-use super::notice::AlertNotice;
 
 /// Header of the body's signature.
 pub const SIGNATURE_HEADER: &str = "x-outpost-signature";
@@ -38,6 +41,16 @@ pub struct WebhookTarget {
 }
 
 impl WebhookTarget {
+    /// A plain JSON POST to `url` with `headers`, unsigned.
+    pub fn post(url: url::Url, headers: Vec<(HeaderName, HeaderValue)>) -> WebhookTarget {
+        WebhookTarget {
+            url,
+            method: reqwest::Method::POST,
+            headers,
+            secret: None,
+        }
+    }
+
     /// Parses a normalized webhook configuration. Errors name the field, relative to
     /// `config` (e.g. `headers[1].key`).
     pub fn from_config(config: &Value) -> Result<WebhookTarget, (String, String)> {
@@ -128,6 +141,16 @@ fn pairs(config: &Value, field: &str) -> Result<Vec<(String, String)>, (String, 
         .collect()
 }
 
+/// The HTTP client of webhook deliveries: `policy.timeout` per request, no redirects
+/// followed (a 3xx is a refusal), reqwest's defaults otherwise. Cheap to clone (the
+/// clones share one connection pool).
+pub fn client(policy: &DeliveryPolicy) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .timeout(policy.timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+}
+
 /// `sha256=<hex>`: the signature of `body` under `secret`.
 pub fn sign(secret: &str, body: &[u8]) -> String {
     // HMAC accepts keys of any length, so this cannot fail.
@@ -146,7 +169,7 @@ pub enum DeliveryError {
     Request(#[source] reqwest::Error),
     #[error("receiver answered {0}")]
     Status(reqwest::StatusCode),
-    #[error("cannot encode the notice: {0}")]
+    #[error("cannot encode the payload: {0}")]
     Encode(#[from] serde_json::Error),
 }
 
@@ -165,15 +188,15 @@ impl DeliveryError {
     }
 }
 
-/// Sends a notice to a webhook, retrying transient failures per `policy`. Returns the
-/// number of attempts made on success.
-pub async fn send(
+/// Sends `payload` as JSON to a webhook, retrying transient failures per `policy`.
+/// Returns the number of attempts made on success.
+pub async fn send<T: Serialize + ?Sized>(
     client: &reqwest::Client,
     policy: &DeliveryPolicy,
     target: &WebhookTarget,
-    notice: &AlertNotice,
+    payload: &T,
 ) -> Result<usize, DeliveryError> {
-    let body = serde_json::to_vec(notice)?;
+    let body = serde_json::to_vec(payload)?;
     let signature = target.secret.as_deref().map(|s| sign(s, &body));
     let with_body = !matches!(target.method, reqwest::Method::GET | reqwest::Method::HEAD);
     let attempts = std::sync::atomic::AtomicUsize::new(0);

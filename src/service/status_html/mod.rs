@@ -12,12 +12,15 @@
 //!   checks linked to all its services in one statement.
 //! - Answers are `text/html` (left alone by the JSON error middleware), with a
 //!   Content-Security-Policy that allows no script.
+//! - The confirmation and unsubscribe links of subscribers' mail ([`subscribers`])
+//!   answer small notices with the page's look.
 
 mod access;
 mod cache;
 mod escape;
 mod render;
 mod state;
+mod subscribers;
 mod theme;
 
 use std::sync::Arc;
@@ -39,11 +42,16 @@ pub use state::ServiceState;
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src http: https: data:; \
                    form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-/// The pages' routes: no key, the page's own keys guard private pages.
+/// The pages' routes: no key, the page's own keys guard private pages; the
+/// subscribers' links carry their own tokens.
 pub fn routes() -> Routes {
+    use crate::service::status_notify::links::{CONFIRM_ROUTE, UNSUBSCRIBE_ROUTE};
     Routes::new(Area::Open)
         .get("/status/{url}", by_url)
         .get("/", by_host)
+        .get(CONFIRM_ROUTE, subscribers::confirm)
+        .get(UNSUBSCRIBE_ROUTE, subscribers::unsubscribe)
+        .post(UNSUBSCRIBE_ROUTE, subscribers::unsubscribe)
 }
 
 /// A page found at an address, with what the cache had of it.

@@ -1,5 +1,5 @@
-//! The HTML documents: a status page, the key form of a private page, and "no such
-//! page". Plain HTML with one inline style sheet; no script. Every string that comes
+//! The HTML documents: a status page, the key form of a private page, "no such
+//! page", and the notices of subscribers' links. Plain HTML with one inline style sheet; no script. Every string that comes
 //! from a user goes through [`escape`](super::escape).
 
 use std::collections::HashMap;
@@ -290,6 +290,40 @@ pub fn key_form(page: &StatusPage, action: &str, rejected: bool) -> String {
          <button type=\"submit\">View status</button></form>",
         html(action)
     );
+    out.push_str("</section></main></body></html>");
+    out
+}
+
+/// What a subscriber's link did (or why it did nothing): `heading` and `text` (plain,
+/// escaped here) under the page's header and colors, and a link back to the page.
+pub fn notice(
+    page: Option<&StatusPage>,
+    heading: &str,
+    text: &str,
+    page_link: Option<&str>,
+) -> String {
+    let mut out = String::with_capacity(4096);
+    let settings = page.map(|p| &p.settings);
+    let empty = Map::new();
+    head(&mut out, heading, settings.unwrap_or(&empty));
+    match page {
+        Some(page) => header(&mut out, page),
+        None => out.push_str("<header><div class=\"wrap\"><h1>Status page</h1></div></header>"),
+    }
+    let _ = write!(
+        out,
+        "<main class=\"wrap\"><section class=\"card notice\" style=\"padding:16px\">\
+         <h2 style=\"margin-top:0\">{}</h2><p>{}</p>",
+        html(heading),
+        html(text)
+    );
+    if let Some(link) = page_link.and_then(safe_link) {
+        let _ = write!(
+            out,
+            "<p><a href=\"{}\">Go to the status page</a></p>",
+            html(link)
+        );
+    }
     out.push_str("</section></main></body></html>");
     out
 }

@@ -1,36 +1,11 @@
-//! The e-mail a status page subscriber gets for an incident update: subject with the
-//! page's name and the incident's name and status, plain-text body with the update's
-//! text and a link to the page.
+//! The e-mail to status page subscribers: for an incident update, a subject with the
+//! page's name and the incident's name and status and a plain-text body with the
+//! update's text and a link to the page; for a new PENDING subscription, the
+//! confirmation mail with its confirmation link. Both end with an unsubscribe link.
 
 use chrono::SecondsFormat;
 
 use crate::service::store::{Incident, IncidentUpdate, StatusPage};
-
-/// Where a status page is read: `https://<custom domain>/` when it has one, else
-/// `<public url>/status/<url>` (the path the page server is to answer on).
-pub fn page_link(public_url: &str, page: &StatusPage) -> String {
-    match page.custom_domain.as_deref().filter(|d| !d.is_empty()) {
-        Some(domain) => format!("https://{domain}/"),
-        None => format!(
-            "{}/status/{}",
-            public_url.trim_end_matches('/'),
-            urlencoding_path(&page.url)
-        ),
-    }
-}
-
-/// Percent-encodes what is not safe in one path segment.
-fn urlencoding_path(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
 
 /// `[<page>] <incident>: <STATUS>`.
 pub fn subject(page: &StatusPage, incident: &Incident, update: &IncidentUpdate) -> String {
@@ -42,8 +17,14 @@ pub fn subject(page: &StatusPage, incident: &Incident, update: &IncidentUpdate) 
     )
 }
 
-/// The plain-text body.
-pub fn body(page: &StatusPage, link: &str, incident: &Incident, update: &IncidentUpdate) -> String {
+/// The plain-text body of an incident update.
+pub fn body(
+    page: &StatusPage,
+    link: &str,
+    unsubscribe: &str,
+    incident: &Incident,
+    update: &IncidentUpdate,
+) -> String {
     let services = incident
         .services
         .iter()
@@ -62,7 +43,8 @@ pub fn body(page: &StatusPage, link: &str, incident: &Incident, update: &Inciden
          Posted:   {posted}\n\
          Page:     {link}\n\
          \n\
-         You get this e-mail because you subscribed to the status page \"{page}\".\n",
+         You get this e-mail because you subscribed to the status page \"{page}\".\n\
+         Unsubscribe: {unsubscribe}\n",
         name = incident.name,
         status = update.status.as_str(),
         severity = incident.severity.as_str(),
@@ -74,8 +56,35 @@ pub fn body(page: &StatusPage, link: &str, incident: &Incident, update: &Inciden
     )
 }
 
+/// `[<page>] Confirm your subscription`.
+pub fn confirmation_subject(page: &StatusPage) -> String {
+    format!("[{}] Confirm your subscription", page.name)
+}
+
+/// The plain-text body of a confirmation mail.
+pub fn confirmation_body(
+    page: &StatusPage,
+    link: &str,
+    confirm: &str,
+    unsubscribe: &str,
+) -> String {
+    format!(
+        "Please confirm that you want e-mails about incidents on the status page \"{page}\".\n\
+         \n\
+         Confirm: {confirm}\n\
+         \n\
+         Until you confirm, this page sends you nothing. If you did not ask for this,\n\
+         ignore this e-mail, or remove your address at once:\n\
+         Unsubscribe: {unsubscribe}\n\
+         \n\
+         Page: {link}\n",
+        page = page.name,
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::links::page_link;
     use super::*;
     use crate::service::store::{IncidentSeverity, IncidentStatus, StatusService};
     use chrono::{TimeZone, Utc};
@@ -140,7 +149,7 @@ mod tests {
             subject(&p, &incident, &update),
             "[Acme Status] Checkout is slow: IDENTIFIED"
         );
-        let text = body(&p, &link, &incident, &update);
+        let text = body(&p, &link, "http://u/x", &incident, &update);
         assert!(text.starts_with(
             "Checkout is slow is IDENTIFIED (MAJOR incident).\n\nWe found the cause.\n"
         ));
@@ -148,8 +157,29 @@ mod tests {
             "Services: API, Web",
             "Posted:   2023-11-14T22:13:20.123Z",
             "Page:     http://127.0.0.1:8080/status/acme%20status",
+            "Unsubscribe: http://u/x",
         ] {
             assert!(text.lines().any(|l| l == line), "{line:?} in {text}");
         }
+        let text = confirmation_body(&p, &link, "http://c/1", "http://u/2");
+        for line in [
+            "Confirm: http://c/1",
+            "Unsubscribe: http://u/2",
+            "Page: http://127.0.0.1:8080/status/acme%20status",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} in {text}");
+        }
+        assert_eq!(
+            confirmation_subject(&p),
+            "[Acme Status] Confirm your subscription"
+        );
+        assert_eq!(
+            super::super::links::confirm_link("http://h:1/", &p, "osv_1"),
+            "http://h:1/status/acme%20status/subscriptions/confirm?token=osv_1"
+        );
+        assert_eq!(
+            super::super::links::unsubscribe_link("http://h:1", &page(Some("s.acme.com")), "osu_2"),
+            "http://h:1/status/acme%20status/subscriptions/unsubscribe?token=osu_2"
+        );
     }
 }

@@ -36,6 +36,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "status notification deliveries",
         include_str!("../../../migrations/0006_status_deliveries.sql"),
     ),
+    (
+        7,
+        "status subscriber links",
+        include_str!("../../../migrations/0007_subscriber_links.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.

@@ -40,12 +40,14 @@ pub use projects::{DeploymentRecord, ResourceRecord};
 pub use results::{ResultFilter, ResultRecord};
 pub use sessions::{CreatedSessions, NewSession, ScheduledRuns, SessionRecord, TriggerCandidate};
 pub use status_pages::{
-    BulkOutcome, CardWrite, DeliveryOutcome, DeliveryWrite, INCIDENT_UPDATES_SHOWN, Incident,
-    IncidentSeverity, IncidentStatus, IncidentUpdate, IncidentUpdateWrite, IncidentWrite, Listing,
-    MAX_CARDS_PER_PAGE, MAX_KEYS_PER_PAGE, MAX_SERVICES_PER_CARD, MAX_SERVICES_PER_INCIDENT,
-    MAX_SUBSCRIPTIONS_PER_PAGE, MAX_UPDATES_PER_INCIDENT, PageSubscription, ServiceCheck,
-    ServiceDeletion, StatusCard, StatusNotification, StatusPage, StatusPageKey, StatusPageWrite,
-    StatusService, SubscriptionStatus,
+    BulkOutcome, CardWrite, ConfirmationWrite, DeliveryOutcome, DeliveryWrite,
+    INCIDENT_UPDATES_SHOWN, Incident, IncidentSeverity, IncidentStatus, IncidentUpdate,
+    IncidentUpdateWrite, IncidentWrite, Listing, MAX_CARDS_PER_PAGE, MAX_KEYS_PER_PAGE,
+    MAX_SERVICES_PER_CARD, MAX_SERVICES_PER_INCIDENT, MAX_SUBSCRIPTIONS_PER_PAGE,
+    MAX_UPDATES_PER_INCIDENT, NewSubscription, NewToken, PageSubscription, PendingConfirmation,
+    ServiceCheck, ServiceDeletion, StatusCard, StatusNotification, StatusPage, StatusPageKey,
+    StatusPageWrite, StatusService, SubscriberRef, SubscriptionKind, SubscriptionStatus,
+    TokenPurpose, TokenUse,
 };
 
 use std::path::Path;

@@ -2,12 +2,14 @@
 //! subscriptions and the pending notifications of incident updates.
 //!
 //! Every function is scoped by account except the public lookups of a page by its `url`
-//! or custom domain (for serving pages). Links (card -> service, incident -> service)
+//! or custom domain (for serving pages), and the use of a subscriber's link token
+//! (the token is the credential: [`Store::use_subscription_token`]). Links (card -> service, incident -> service)
 //! are written only after the store has checked, in the same transaction, that every
 //! linked service belongs to the account; another account's service is never linked.
 //! Services link to checks through the check document's `triggerIncident.serviceId`
 //! ([`Store::service_checks`]).
 
+mod confirmations;
 mod deliveries;
 mod incidents;
 mod keys;
@@ -15,14 +17,17 @@ mod links;
 mod pages;
 mod services;
 mod subscriptions;
+mod tokens;
 
+pub use confirmations::{ConfirmationWrite, PendingConfirmation};
 pub use deliveries::{DeliveryOutcome, DeliveryWrite};
 pub use incidents::{Incident, IncidentUpdate, IncidentUpdateWrite, IncidentWrite};
 pub use keys::{MAX_KEYS_PER_PAGE, StatusPageKey};
 pub use links::{ServiceCheck, StatusNotification};
 pub use pages::{CardWrite, StatusCard, StatusPage, StatusPageWrite};
 pub use services::{ServiceDeletion, StatusService};
-pub use subscriptions::{BulkOutcome, PageSubscription};
+pub use subscriptions::{BulkOutcome, NewSubscription, PageSubscription};
+pub use tokens::{NewToken, SubscriberRef, TokenPurpose, TokenUse};
 
 use uuid::Uuid;
 
@@ -131,6 +136,39 @@ impl SubscriptionStatus {
             "PENDING" => Some(SubscriptionStatus::Pending),
             "VERIFIED" => Some(SubscriptionStatus::Verified),
             _ => None,
+        }
+    }
+}
+
+/// How a subscriber is told: the reference's EMAIL, or Outpost's WEBHOOK extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SubscriptionKind {
+    /// `address` is an e-mail address; PENDING until confirmed (unless auto-verified).
+    Email,
+    /// `address` is an http(s) URL that gets a JSON POST; VERIFIED at creation.
+    Webhook,
+}
+
+impl SubscriptionKind {
+    pub const ALL: [SubscriptionKind; 2] = [SubscriptionKind::Email, SubscriptionKind::Webhook];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubscriptionKind::Email => "EMAIL",
+            SubscriptionKind::Webhook => "WEBHOOK",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SubscriptionKind> {
+        SubscriptionKind::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// The key that makes an address unique on a page: e-mail addresses without
+    /// case, URLs exactly (their paths are case-sensitive).
+    pub fn address_key(self, address: &str) -> String {
+        match self {
+            SubscriptionKind::Email => address.to_lowercase(),
+            SubscriptionKind::Webhook => address.to_owned(),
         }
     }
 }

@@ -1,6 +1,6 @@
-//! Per-subscriber outcomes of status notifications: which addresses were sent an
-//! incident update (or refused it for good), so that a restart resends nothing that was
-//! delivered and loses nothing that was not.
+//! Per-subscriber outcomes of status notifications: which addresses (e-mail or webhook)
+//! were sent an incident update (or refused it for good), so that a restart resends
+//! nothing that was delivered and loses nothing that was not.
 
 use std::collections::HashSet;
 
@@ -11,9 +11,10 @@ use super::super::{Store, StoreError};
 /// What became of a notification for one subscriber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliveryOutcome {
-    /// The SMTP server accepted the message.
+    /// The SMTP server accepted the message, or the webhook answered 2xx.
     Sent,
-    /// Refused for good (an SMTP 5xx, an unusable address) or given up.
+    /// Refused for good (an SMTP 5xx, an unusable address, a webhook's 4xx) or given
+    /// up.
     Failed,
 }
 
@@ -30,17 +31,19 @@ impl DeliveryOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryWrite<'a> {
     pub notification_id: Uuid,
-    /// The address as subscribed; its lowercase form is the key.
+    /// The address as subscribed.
     pub address: &'a str,
+    /// The subscription's `address_key` (lowercased e-mail address, or the URL).
+    pub key: &'a str,
     pub outcome: DeliveryOutcome,
     pub attempts: i64,
-    /// Why it failed (never holds the SMTP URL).
+    /// Why it failed (never holds the SMTP URL or the webhook URL).
     pub error: Option<&'a str>,
     pub at_ms: i64,
 }
 
 impl Store {
-    /// The addresses (lowercased) that already have an outcome for `notification_id`.
+    /// The address keys that already have an outcome for `notification_id`.
     pub async fn status_delivery_keys(
         &self,
         notification_id: Uuid,
@@ -68,7 +71,7 @@ impl Store {
              ON CONFLICT (notification_id, address_key) DO NOTHING",
         )
         .bind(delivery.notification_id.to_string())
-        .bind(delivery.address.to_lowercase())
+        .bind(delivery.key)
         .bind(delivery.address)
         .bind(delivery.outcome.as_str())
         .bind(delivery.attempts)

@@ -1,4 +1,5 @@
-//! Subscriptions of status pages: email addresses told of incident updates.
+//! Subscriptions of status pages: e-mail addresses (the reference's EMAIL) and webhook
+//! URLs (Outpost's WEBHOOK) told of incident updates.
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
@@ -8,22 +9,31 @@ use uuid::Uuid;
 use super::super::rows;
 use super::super::{Store, StoreError, now_ms};
 use super::pages::page_owned;
-use super::{MAX_SUBSCRIPTIONS_PER_PAGE, SubscriptionStatus, enum_col};
-
-/// The only subscription type of the reference.
-pub const EMAIL: &str = "EMAIL";
+use super::{MAX_SUBSCRIPTIONS_PER_PAGE, SubscriptionKind, SubscriptionStatus, enum_col};
 
 /// A subscription of a page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageSubscription {
     pub id: Uuid,
     pub page_id: Uuid,
-    /// `EMAIL`.
-    pub kind: String,
+    pub kind: SubscriptionKind,
+    /// The e-mail address or the webhook URL.
     pub address: String,
+    /// What makes the address unique ([`SubscriptionKind::address_key`]); also the key
+    /// of its delivery outcomes.
+    pub address_key: String,
     pub status: SubscriptionStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// One subscription to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSubscription {
+    pub kind: SubscriptionKind,
+    /// An e-mail address, or a normalized http(s) URL.
+    pub address: String,
+    pub status: SubscriptionStatus,
 }
 
 /// What a bulk creation did.
@@ -32,20 +42,23 @@ pub struct BulkOutcome {
     pub created: usize,
     /// Addresses the page already had (or that repeat one of the same request).
     pub skipped: usize,
+    /// Confirmation mails queued (created PENDING e-mail subscriptions).
+    pub confirmations: usize,
 }
 
+const COLUMNS: &str = "id, page_id, type, address, address_key, status, created_at, updated_at";
+
 fn subscription_from_row(r: &SqliteRow) -> Result<PageSubscription, StoreError> {
+    const TABLE: &str = "status_page_subscriptions";
+    let kind: String = r.try_get("type")?;
     let status: String = r.try_get("status")?;
     Ok(PageSubscription {
-        id: rows::uuid(r, "id", "status_page_subscriptions")?,
-        page_id: rows::uuid(r, "page_id", "status_page_subscriptions")?,
-        kind: r.try_get("type")?,
+        id: rows::uuid(r, "id", TABLE)?,
+        page_id: rows::uuid(r, "page_id", TABLE)?,
+        kind: enum_col(&kind, SubscriptionKind::parse, TABLE)?,
         address: r.try_get("address")?,
-        status: enum_col(
-            &status,
-            SubscriptionStatus::parse,
-            "status_page_subscriptions",
-        )?,
+        address_key: r.try_get("address_key")?,
+        status: enum_col(&status, SubscriptionStatus::parse, TABLE)?,
         created_at: rows::ts(r, "created_at")?,
         updated_at: rows::ts(r, "updated_at")?,
     })
@@ -63,10 +76,10 @@ impl Store {
         if !page_owned(&mut conn, account_id, page_id).await? {
             return Ok(None);
         }
-        let found = sqlx::query(
-            "SELECT id, page_id, type, address, status, created_at, updated_at
-             FROM status_page_subscriptions WHERE page_id = ? ORDER BY created_at, rowid",
-        )
+        let found = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM status_page_subscriptions
+             WHERE page_id = ? ORDER BY created_at, rowid"
+        ))
         .bind(page_id.to_string())
         .fetch_all(&mut *conn)
         .await?;
@@ -77,14 +90,15 @@ impl Store {
             .map(Some)
     }
 
-    /// Subscribes email `addresses` to a page with `status`; addresses already there
-    /// (compared without case) are skipped. `None` if the account has no such page.
+    /// Subscribes `items` to a page; addresses already there (by type and
+    /// [`SubscriptionKind::address_key`]) are skipped. Every created PENDING e-mail
+    /// subscription gets its confirmation mail queued in the same transaction. `None`
+    /// if the account has no such page.
     pub async fn subscribe_to_page(
         &self,
         account_id: Uuid,
         page_id: Uuid,
-        addresses: &[String],
-        status: SubscriptionStatus,
+        items: &[NewSubscription],
     ) -> Result<Option<BulkOutcome>, StoreError> {
         let now = now_ms();
         let mut tx = self.writer().begin().await?;
@@ -97,26 +111,39 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
         let mut created = 0usize;
-        for address in addresses {
-            let key = address.to_lowercase();
+        let mut confirmations = 0usize;
+        for item in items {
+            let id = Uuid::new_v4().to_string();
             let done = sqlx::query(
                 "INSERT INTO status_page_subscriptions
                      (id, page_id, type, address, address_key, status, created_at, updated_at)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                  ON CONFLICT (page_id, type, address_key) DO NOTHING",
             )
-            .bind(Uuid::new_v4().to_string())
+            .bind(&id)
             .bind(page_id.to_string())
-            .bind(EMAIL)
-            .bind(address)
-            .bind(&key)
-            .bind(status.as_str())
+            .bind(item.kind.as_str())
+            .bind(&item.address)
+            .bind(item.kind.address_key(&item.address))
+            .bind(item.status.as_str())
             .bind(now)
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            if done.rows_affected() > 0 {
-                created += 1;
+            if done.rows_affected() == 0 {
+                continue;
+            }
+            created += 1;
+            if item.kind == SubscriptionKind::Email && item.status == SubscriptionStatus::Pending {
+                sqlx::query(
+                    "INSERT INTO status_subscription_confirmations (subscription_id, created_at)
+                     VALUES (?, ?)",
+                )
+                .bind(&id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                confirmations += 1;
             }
         }
         let total = existing.saturating_add(i64::try_from(created).unwrap_or(i64::MAX));
@@ -131,7 +158,8 @@ impl Store {
         tx.commit().await?;
         Ok(Some(BulkOutcome {
             created,
-            skipped: addresses.len() - created,
+            skipped: items.len() - created,
+            confirmations,
         }))
     }
 
@@ -154,24 +182,23 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
-    /// The verified email subscribers of the pages that show a service of incident
-    /// `incident_id` (each address once: its oldest subscription), for delivering its
-    /// notifications.
+    /// The verified subscribers (e-mail and webhook) of the pages that show a service
+    /// of incident `incident_id`, each address once (its oldest subscription), for
+    /// delivering its notifications.
     pub async fn incident_subscribers(
         &self,
         incident_id: Uuid,
     ) -> Result<Vec<PageSubscription>, StoreError> {
-        let found = sqlx::query(
-            "SELECT id, page_id, type, address, status, created_at, updated_at,
-                    min(rowid) AS first_rowid
+        let found = sqlx::query(&format!(
+            "SELECT {COLUMNS}, min(rowid) AS first_rowid
              FROM status_page_subscriptions
              WHERE status = 'VERIFIED' AND page_id IN (
                  SELECT c.page_id FROM status_incident_services x
                  JOIN status_card_services cs ON cs.service_id = x.service_id
                  JOIN status_page_cards c ON c.id = cs.card_id
                  WHERE x.incident_id = ?)
-             GROUP BY address_key ORDER BY created_at, id",
-        )
+             GROUP BY type, address_key ORDER BY created_at, id"
+        ))
         .bind(incident_id.to_string())
         .fetch_all(self.reader())
         .await?;
