@@ -4,7 +4,8 @@
 //! prints a SKIP line and returns None.
 //!
 //! The server runs a small handler script: it prints one JSON line per message (the
-//! envelope, the authenticated login, the decoded subject, headers and plain-text body)
+//! envelope, the authenticated login, the decoded subject, headers (`List-Unsubscribe`
+//! and `List-Unsubscribe-Post` among them) and plain-text body)
 //! and per refused attempt, which the test reads as events from a channel. Recipients
 //! whose address starts with `refused` are answered 550 (event `rcpt_refused`).
 #![allow(dead_code)]
@@ -30,6 +31,10 @@ port = int(sys.argv[1])
 user = os.environ.get("SINK_USER")
 password = os.environ.get("SINK_PASSWORD")
 fail_first = int(os.environ.get("SINK_FAIL_FIRST", "0"))
+
+def header(msg, name):
+    value = msg[name]
+    return None if value is None else str(value)
 
 def emit(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
@@ -61,6 +66,8 @@ class Handler:
               "rcpt_tos": envelope.rcpt_tos, "login": login,
               "subject": str(msg["subject"]), "from": str(msg["from"]), "to": str(msg["to"]),
               "message_id": str(msg["message-id"]), "content_type": msg.get_content_type(),
+              "list_unsubscribe": header(msg, "list-unsubscribe"),
+              "list_unsubscribe_post": header(msg, "list-unsubscribe-post"),
               "body": part.get_content() if part is not None else None})
         return "250 2.0.0 OK"
 
@@ -163,6 +170,10 @@ impl Mail {
     }
     pub fn body(&self) -> &str {
         self.0["body"].as_str().unwrap()
+    }
+    /// A header the handler reports (`list_unsubscribe`, ...), if the message had it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.0[name].as_str()
     }
     pub fn rcpt_tos(&self) -> Vec<String> {
         self.0["rcpt_tos"]

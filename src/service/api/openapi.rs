@@ -9,6 +9,8 @@
 //! schemathesis that the service keeps to exactly that document. Every other route
 //! (deploys, result assets, the ping address, the agent API, this document) gets its
 //! path parameters, a success answer and the `{statusCode, error, message}` errors.
+//! Outpost's extensions of reference schemas (WEBHOOK status page subscribers) are
+//! added to the components with a note ([`extend`]).
 
 use regex::Regex;
 use serde_json::{Map, Value, json};
@@ -120,6 +122,33 @@ fn drop_invalid_defaults(v: &mut Value) {
     }
 }
 
+/// Outpost's documented extensions of the reference's schemas: WEBHOOK subscribers of
+/// status pages (the subscription type enums of the bulk body and of the list).
+fn extend(components: &mut Value) {
+    const NOTE: &str = " Outpost extension: WEBHOOK, whose config (and address) is an http(s) URL \
+                        that gets a JSON POST for every incident update sent with \
+                        notifySubscribers; webhook subscriptions are VERIFIED at creation.";
+    let Some(schemas) = components.get_mut("schemas").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for name in ["Model77", "Model79"] {
+        let Some(schema) = schemas.get_mut(name).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut)
+            && !values.iter().any(|v| v == "WEBHOOK")
+        {
+            values.push(json!("WEBHOOK"));
+        }
+        let description = schema
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("The type of subscription.");
+        let description = format!("{description}{NOTE}");
+        schema.insert("description".into(), json!(description));
+    }
+}
+
 /// An operation for a route the reference does not describe.
 fn own_operation(entry: &RouteEntry, key: &str) -> Value {
     let method = entry.method.as_str().to_lowercase();
@@ -210,6 +239,7 @@ pub fn document(entries: &[RouteEntry]) -> Value {
     }
     let mut components = reference["components"].clone();
     drop_invalid_defaults(&mut components);
+    extend(&mut components);
     let mut paths = Value::Object(paths);
     drop_invalid_defaults(&mut paths);
     json!({
@@ -246,5 +276,20 @@ mod tests {
         assert!(reference["paths"].as_object().is_some_and(|p| p.len() > 50));
         let adjustments: Value = serde_json::from_str(ADJUSTMENTS).unwrap();
         assert!(adjustments["responses"].is_array());
+    }
+
+    #[test]
+    fn webhook_subscribers_are_documented_as_an_extension() {
+        let doc = document(&[]);
+        for name in ["Model77", "Model79"] {
+            let schema = &doc["components"]["schemas"][name];
+            assert_eq!(schema["enum"], json!(["EMAIL", "WEBHOOK"]), "{name}");
+            assert!(
+                schema["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("Outpost extension: WEBHOOK")),
+                "{name}: {schema}"
+            );
+        }
     }
 }
