@@ -13,7 +13,9 @@
 //!   `publicIncidentUpdateDate`); a PUT of the incident may set it. An update without a
 //!   `status` takes the incident's current one.
 //! - An incident update with `notifySubscribers` queues a notification for the
-//!   verified subscribers of the pages showing the incident's services.
+//!   verified subscribers (e-mail and webhook) of the pages showing the incident's
+//!   services; a new PENDING e-mail subscription queues its confirmation mail
+//!   (`subscriptions`, delivered by `status_notify`).
 //! - A service named by an incident is not deleted (409); delete or edit the
 //!   incidents first. A deleted service leaves the cards that showed it.
 //! - `/v1/status-pages/{id}/keys`: keys of private pages (raw once at creation, masked

@@ -40,7 +40,7 @@ enum Step {
 type Answer = (DeliveryOutcome, usize, Option<String>);
 
 /// What a notification is about.
-struct Subject<'a> {
+struct About<'a> {
     n: &'a StatusNotification,
     incident: &'a Incident,
     update: &'a IncidentUpdate,
@@ -149,7 +149,7 @@ impl Worker {
                 .map(|i| (i.row.subscription_id, i.token))
                 .collect();
         }
-        let about = Subject {
+        let about = About {
             n,
             incident: &incident,
             update: &update,
@@ -181,7 +181,7 @@ impl Worker {
     /// Delivers to one subscriber and records the outcome.
     async fn deliver_one(
         &self,
-        about: &Subject<'_>,
+        about: &About<'_>,
         subscriber: &PageSubscription,
         page: Option<&StatusPage>,
         expired: bool,
@@ -246,7 +246,7 @@ impl Worker {
     /// E-mails the update; None when it is to be tried again later.
     async fn mail(
         &self,
-        about: &Subject<'_>,
+        about: &About<'_>,
         subscriber: &PageSubscription,
         page: &StatusPage,
         unsubscribe: Option<&str>,
@@ -280,7 +280,7 @@ impl Worker {
     /// later. The URL is never logged (it may hold a secret).
     async fn post(
         &self,
-        about: &Subject<'_>,
+        about: &About<'_>,
         subscriber: &PageSubscription,
         page: &StatusPage,
     ) -> Option<Answer> {
