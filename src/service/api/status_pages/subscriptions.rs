@@ -159,7 +159,7 @@ fn target(item: &Value, at: &str) -> Result<(SubscriptionKind, String), ApiError
                 SubscriptionKind::Email => "the email address",
                 SubscriptionKind::Webhook => "the webhook's http(s) URL",
             };
-            return Err(ApiError::invalid(&field, &format!("is required: {what}")));
+            return Err(ApiError::invalid(&field, format!("is required: {what}")));
         }
         Some(_) => return Err(ApiError::invalid(&field, "must be a string")),
     };
