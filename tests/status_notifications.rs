@@ -613,6 +613,11 @@ async fn pending_subscribers_confirm_by_link_and_leave_by_unsubscribe_links() {
         ]
     );
 
+    // A HEAD (link checkers, previews) uses no token.
+    let (status, _, _, _) = open_link(Method::HEAD, &confirm).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(subscriptions(&api, &page).await[0].1, "PENDING");
+
     // The link confirms, once; the page is escaped.
     let body = expect_notice(Method::GET, &confirm, 200, "Subscription confirmed").await;
     assert!(body.contains("carol@example.com"), "{body}");
@@ -664,6 +669,9 @@ async fn pending_subscribers_confirm_by_link_and_leave_by_unsubscribe_links() {
     .await;
 
     // carol leaves by opening her link, dave by a mail client's one-click POST.
+    let (status, _, _, _) = open_link(Method::HEAD, &unsubscribe[0]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(subscriptions(&api, &page).await.len(), 2);
     let body = expect_notice(Method::GET, &unsubscribe[0], 200, "You are unsubscribed").await;
     assert!(body.contains("carol@example.com"), "{body}");
     expect_notice(Method::POST, &unsubscribe[1], 200, "You are unsubscribed").await;

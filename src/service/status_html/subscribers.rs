@@ -8,10 +8,11 @@
 //! Answers are small HTML notices with the page's look and the pages' CSP: 200 when the
 //! link did its work, 400 for a malformed or missing token, 404 for an unknown one
 //! (never issued, or its subscription is gone), 410 for a confirmation link used
-//! before. Never a 5xx but for a store failure (503). Tokens are never logged.
+//! before. Never a 5xx but for a store failure (503). A `HEAD` uses no token. Tokens
+//! are never logged.
 
 use axum::extract::{RawQuery, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
 
 use super::{html_response, render, unavailable};
@@ -20,16 +21,38 @@ use crate::service::status_notify::links;
 use crate::service::store::{StatusPage, TokenPurpose, TokenUse, now_ms};
 
 /// `GET` of a confirmation link.
-pub(super) async fn confirm(State(ctx): State<AppState>, RawQuery(query): RawQuery) -> Response {
+pub(super) async fn confirm(
+    State(ctx): State<AppState>,
+    method: Method,
+    RawQuery(query): RawQuery,
+) -> Response {
+    if method == Method::HEAD {
+        return looked_at();
+    }
     use_link(&ctx, query.as_deref(), TokenPurpose::Verify).await
 }
 
 /// `GET` or `POST` of an unsubscribe link.
 pub(super) async fn unsubscribe(
     State(ctx): State<AppState>,
+    method: Method,
     RawQuery(query): RawQuery,
 ) -> Response {
+    if method == Method::HEAD {
+        return looked_at();
+    }
     use_link(&ctx, query.as_deref(), TokenPurpose::Unsubscribe).await
+}
+
+/// The answer to a `HEAD` (which axum routes to the `GET` handler): link checkers and
+/// previews use it, so it uses no token.
+fn looked_at() -> Response {
+    notice(
+        StatusCode::OK,
+        None,
+        "Subscription link",
+        "Open this link in a browser.",
+    )
 }
 
 /// The value of `token` in the query string, if any.
