@@ -36,6 +36,12 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "status notification deliveries",
         include_str!("../../../migrations/0006_status_deliveries.sql"),
     ),
+    // 7 is reserved for another branch; sqlx applies a gap filled later in order.
+    (
+        8,
+        "agent error reports",
+        include_str!("../../../migrations/0008_agent_error_reports.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.
