@@ -217,16 +217,24 @@ impl ErrorReporter {
         self.flush().await;
     }
 
-    /// The last attempt at shutdown.
+    /// The last attempts at shutdown: the repeats counted in open windows are added,
+    /// then batches are sent until none is left, one fails, or [`FLUSH_DEADLINE`].
     async fn flush(&self) {
-        let batch = self.take_batch();
-        if batch.is_empty() {
-            return;
-        }
-        match tokio::time::timeout(FLUSH_DEADLINE, self.send(&batch)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::debug!(count = batch.len(), "error reports not sent: {e}"),
-            Err(_) => tracing::debug!(count = batch.len(), "error reports not sent in time"),
+        lock(&self.shared.queue).close_windows();
+        let sending = async {
+            loop {
+                let batch = self.take_batch();
+                if batch.is_empty() {
+                    return;
+                }
+                if let Err(e) = self.send(&batch).await {
+                    tracing::debug!(count = batch.len(), "error reports not sent: {e}");
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(FLUSH_DEADLINE, sending).await.is_err() {
+            tracing::debug!("error reports not sent before shutdown");
         }
     }
 

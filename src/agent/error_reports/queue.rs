@@ -194,6 +194,12 @@ impl ReportQueue {
         batch
     }
 
+    /// Closes every window now: their counted repeats become reports (at shutdown, so
+    /// that no count is lost).
+    pub fn close_windows(&mut self) {
+        self.promote_windows(|_| true, None);
+    }
+
     /// Puts back a batch that could not be sent, ahead of newer reports; what no longer
     /// fits is dropped (counted) from the oldest.
     pub fn requeue(&mut self, batch: Vec<ErrorReport>) {
@@ -224,12 +230,20 @@ impl ReportQueue {
     /// Windows that closed with repeats become reports (and open a new window).
     fn promote_closed_windows(&mut self, now: Instant) {
         let window = self.window;
+        self.promote_windows(|w| now >= w.opened + window, Some(now));
+    }
+
+    /// The counted repeats of the windows `closed` picks become reports; their windows
+    /// open again at `reopen` (if given).
+    fn promote_windows(&mut self, closed: impl Fn(&Window) -> bool, reopen: Option<Instant>) {
         let mut due: Vec<(Key, Suppressed)> = Vec::new();
         for (key, w) in &mut self.windows {
-            if now >= w.opened + window
+            if closed(w)
                 && let Some(aside) = w.suppressed.take()
             {
-                w.opened = now;
+                if let Some(at) = reopen {
+                    w.opened = at;
+                }
                 due.push((key.clone(), aside));
             }
         }
@@ -329,6 +343,22 @@ mod tests {
         assert_eq!(q.take(10, t2).len(), 1, "the repeat of the second window");
         q.record(occ("a", "boom"), t2 + WINDOW + Duration::from_secs(1));
         assert_eq!(q.len(), 1);
+    }
+
+    #[test]
+    fn closing_the_windows_at_shutdown_reports_every_count() {
+        let t0 = Instant::now();
+        let mut q = ReportQueue::new(10, WINDOW);
+        q.record(occ("a", "boom"), t0);
+        q.record(occ("b", "bang"), t0);
+        assert_eq!(q.take(10, t0).len(), 2);
+        q.record(occ("a", "boom"), t0 + Duration::from_secs(1));
+        q.record(occ("a", "boom"), t0 + Duration::from_secs(2));
+        assert!(q.take(10, t0 + Duration::from_secs(3)).is_empty());
+        q.close_windows();
+        let batch = q.take(10, t0 + Duration::from_secs(3));
+        assert_eq!(batch.len(), 1, "b had no repeats");
+        assert_eq!((batch[0].event.as_str(), batch[0].count), ("a", 2));
     }
 
     #[test]
