@@ -110,7 +110,7 @@ impl ReportQueue {
         if let Some(window) = self.windows.get_mut(&key)
             && now < window.opened + self.window
         {
-            let aside = window.suppressed.get_or_insert_with(|| Suppressed {
+            let aside = window.suppressed.get_or_insert(Suppressed {
                 backtrace,
                 first_seen_at: at,
                 last_seen_at: at,
