@@ -19,6 +19,7 @@ pub mod panic_hook;
 pub mod queue;
 pub mod sanitize;
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,8 +48,50 @@ pub const DEDUP_WINDOW: Duration = Duration::from_secs(60);
 pub const LINGER: Duration = Duration::from_millis(500);
 /// Shortest time between two requests.
 pub const MIN_SEND_INTERVAL: Duration = Duration::from_secs(10);
-/// How long the last send at shutdown may take.
+/// How long the last sends at shutdown may take.
 pub const FLUSH_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The timing of an [`ErrorReporter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    /// How long the first report waits for others to travel with it.
+    pub linger: Duration,
+    /// Shortest time between two requests (the rate limit).
+    pub min_interval: Duration,
+    /// Floor and ceiling of the retry delay after a transient failure.
+    pub retry_min: Duration,
+    pub retry_max: Duration,
+    /// How long the last sends at shutdown may take.
+    pub flush_deadline: Duration,
+}
+
+impl Default for Pace {
+    fn default() -> Pace {
+        Pace {
+            linger: LINGER,
+            min_interval: MIN_SEND_INTERVAL,
+            retry_min: super::backoff::MIN_DELAY,
+            retry_max: super::backoff::MAX_DELAY,
+            flush_deadline: FLUSH_DEADLINE,
+        }
+    }
+}
+
+/// Where an [`ErrorReporter`] sends requests: the agent's [`ServiceClient`].
+pub trait ReportTransport: Send + Sync + 'static {
+    fn send_reports(
+        &self,
+        request: &ErrorReportsRequest,
+    ) -> impl Future<Output = Result<(), ClientError>> + Send;
+}
+
+impl ReportTransport for ServiceClient {
+    async fn send_reports(&self, request: &ErrorReportsRequest) -> Result<(), ClientError> {
+        let answer = self.send_error_reports(request).await?;
+        tracing::debug!(stored = answer.stored, "error reports sent");
+        Ok(())
+    }
+}
 
 /// What the sink and the sender share.
 struct Shared {
@@ -110,21 +153,30 @@ impl ReportSink {
         self.shared.wake.notify_one();
     }
 
+    /// The cleaned occurrence; blank strings (which the service refuses) are replaced
+    /// or left out.
     fn occurrence(&self, event: &str, message: &str, backtrace: Option<&str>) -> Occurrence {
+        let message = sanitize::clean(&self.scrubber, message, MAX_ERROR_MESSAGE_BYTES);
         Occurrence {
             event: sanitize::clean(&self.scrubber, event, MAX_ERROR_EVENT_LEN),
-            message: sanitize::clean(&self.scrubber, message, MAX_ERROR_MESSAGE_BYTES),
+            message: if message.trim().is_empty() {
+                "(no message)".to_owned()
+            } else {
+                message
+            },
             backtrace: backtrace
-                .map(|b| sanitize::clean(&self.scrubber, b, MAX_ERROR_BACKTRACE_BYTES)),
+                .map(|b| sanitize::clean(&self.scrubber, b, MAX_ERROR_BACKTRACE_BYTES))
+                .filter(|b| !b.trim().is_empty()),
             at: Utc::now(),
         }
     }
 }
 
 /// The sending task's parts.
-pub struct ErrorReporter {
+pub struct ErrorReporter<T: ReportTransport = ServiceClient> {
     shared: Arc<Shared>,
-    client: Arc<ServiceClient>,
+    transport: Arc<T>,
+    pace: Pace,
 }
 
 /// `<os>-<arch>` of this build, e.g. `linux-x86_64`.
@@ -141,20 +193,27 @@ pub fn runtime() -> String {
     )
 }
 
-impl ErrorReporter {
-    /// The task that sends what `sink` collects through `client`; run
-    /// [`ErrorReporter::run`] in its own task.
-    pub fn new(sink: &ReportSink, client: Arc<ServiceClient>) -> ErrorReporter {
+impl<T: ReportTransport> ErrorReporter<T> {
+    /// The task that sends what `sink` collects through `transport` at the default
+    /// [`Pace`]; run [`ErrorReporter::run`] in its own task.
+    pub fn new(sink: &ReportSink, transport: Arc<T>) -> ErrorReporter<T> {
         ErrorReporter {
             shared: sink.shared.clone(),
-            client,
+            transport,
+            pace: Pace::default(),
         }
     }
 
-    /// Sends reports until `stop` fires, then makes one last attempt (bounded by
-    /// [`FLUSH_DEADLINE`]) for what is still waiting.
+    /// The same at another pace (tests).
+    pub fn with_pace(mut self, pace: Pace) -> ErrorReporter<T> {
+        self.pace = pace;
+        self
+    }
+
+    /// Sends reports until `stop` fires, then makes the last attempts (bounded by the
+    /// pace's flush deadline) for what is still waiting.
     pub async fn run(self, stop: CancellationToken) {
-        let mut backoff = Backoff::default();
+        let mut backoff = Backoff::new(self.pace.retry_min, self.pace.retry_max);
         let mut last_send: Option<Instant> = None;
         let mut retry_at: Option<Instant> = None;
         loop {
@@ -177,9 +236,9 @@ impl ErrorReporter {
                 continue;
             }
             let now = Instant::now();
-            let mut send_at = now + LINGER;
+            let mut send_at = now + self.pace.linger;
             if let Some(last) = last_send {
-                send_at = send_at.max(last + MIN_SEND_INTERVAL);
+                send_at = send_at.max(last + self.pace.min_interval);
             }
             if let Some(retry) = retry_at {
                 send_at = send_at.max(retry);
@@ -218,7 +277,7 @@ impl ErrorReporter {
     }
 
     /// The last attempts at shutdown: the repeats counted in open windows are added,
-    /// then batches are sent until none is left, one fails, or [`FLUSH_DEADLINE`].
+    /// then batches are sent until none is left, one fails, or the flush deadline.
     async fn flush(&self) {
         lock(&self.shared.queue).close_windows();
         let sending = async {
@@ -233,7 +292,10 @@ impl ErrorReporter {
                 }
             }
         };
-        if tokio::time::timeout(FLUSH_DEADLINE, sending).await.is_err() {
+        if tokio::time::timeout(self.pace.flush_deadline, sending)
+            .await
+            .is_err()
+        {
             tracing::debug!("error reports not sent before shutdown");
         }
     }
@@ -256,9 +318,7 @@ impl ErrorReporter {
             runtime: runtime(),
             reports: reports.to_vec(),
         };
-        let answer = self.client.send_error_reports(&request).await?;
-        tracing::debug!(stored = answer.stored, "error reports sent");
-        Ok(())
+        self.transport.send_reports(&request).await
     }
 }
 
@@ -272,6 +332,143 @@ async fn sleep_until_std(at: Option<std::time::Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A transport that records every attempt and fails the first `failures` ones.
+    struct Recorder {
+        attempts: Mutex<Vec<(Instant, ErrorReportsRequest, bool)>>,
+        failures: AtomicUsize,
+        attempted: Notify,
+    }
+
+    impl Recorder {
+        fn new(failures: usize) -> Arc<Recorder> {
+            Arc::new(Recorder {
+                attempts: Mutex::new(Vec::new()),
+                failures: AtomicUsize::new(failures),
+                attempted: Notify::new(),
+            })
+        }
+
+        /// Waits until `n` requests were delivered; returns them with their times.
+        async fn delivered(&self, n: usize) -> Vec<(Instant, ErrorReportsRequest)> {
+            let wait = async {
+                loop {
+                    let notified = self.attempted.notified();
+                    let ok: Vec<_> = lock(&self.attempts)
+                        .iter()
+                        .filter(|a| a.2)
+                        .map(|a| (a.0, a.1.clone()))
+                        .collect();
+                    if ok.len() >= n {
+                        return ok;
+                    }
+                    notified.await;
+                }
+            };
+            match tokio::time::timeout(Duration::from_secs(10), wait).await {
+                Ok(ok) => ok,
+                Err(_) => panic!("{n} requests were not delivered"),
+            }
+        }
+    }
+
+    impl ReportTransport for Recorder {
+        async fn send_reports(&self, request: &ErrorReportsRequest) -> Result<(), ClientError> {
+            let fail = self
+                .failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            lock(&self.attempts).push((Instant::now(), request.clone(), !fail));
+            self.attempted.notify_waiters();
+            if fail {
+                Err(ClientError::Transient("the service is down".into()))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    const FAST: Pace = Pace {
+        linger: Duration::from_millis(20),
+        min_interval: Duration::from_millis(300),
+        retry_min: Duration::from_millis(50),
+        retry_max: Duration::from_millis(100),
+        flush_deadline: Duration::from_secs(2),
+    };
+
+    fn start(
+        sink: &ReportSink,
+        transport: &Arc<Recorder>,
+        pace: Pace,
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let stop = CancellationToken::new();
+        let reporter = ErrorReporter::new(sink, transport.clone()).with_pace(pace);
+        let task = tokio::spawn(reporter.run(stop.clone()));
+        (stop, task)
+    }
+
+    #[tokio::test]
+    async fn batches_are_bounded_and_paced() {
+        let sink = ReportSink::new(Scrubber::default());
+        let transport = Recorder::new(0);
+        let (stop, task) = start(&sink, &transport, FAST);
+        for i in 0..25 {
+            sink.record("agent.test", &format!("error {i}"), None);
+        }
+        let sent = transport.delivered(2).await;
+        assert_eq!(sent[0].1.reports.len(), MAX_ERROR_REPORTS_PER_REQUEST);
+        assert_eq!(sent[1].1.reports.len(), 25 - MAX_ERROR_REPORTS_PER_REQUEST);
+        assert!(
+            sent[1].0 - sent[0].0 >= FAST.min_interval,
+            "requests {:?} apart",
+            sent[1].0 - sent[0].0
+        );
+        assert_eq!(sent[0].1.agent_version, crate::VERSION);
+        assert_eq!(sent[0].1.reports[0].message, "error 0");
+        stop.cancel();
+        let _ = task.await;
+        assert_eq!(lock(&transport.attempts).len(), 2, "nothing else was sent");
+    }
+
+    #[tokio::test]
+    async fn a_failed_send_is_retried_and_never_reported() {
+        let sink = ReportSink::new(Scrubber::default());
+        let transport = Recorder::new(1);
+        let (stop, task) = start(&sink, &transport, FAST);
+        sink.record("agent.test", "boom", None);
+        let sent = transport.delivered(1).await;
+        stop.cancel();
+        let _ = task.await;
+        let attempts = lock(&transport.attempts);
+        assert_eq!(attempts.len(), 2, "one failure, one retry");
+        assert!(attempts[1].0 - attempts[0].0 >= FAST.retry_min);
+        let reports = &sent[0].1.reports;
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(
+            (reports[0].event.as_str(), reports[0].count),
+            ("agent.test", 1)
+        );
+    }
+
+    #[tokio::test]
+    async fn what_waits_is_sent_at_shutdown() {
+        let sink = ReportSink::new(Scrubber::default());
+        let transport = Recorder::new(0);
+        let slow = Pace {
+            linger: Duration::from_secs(3600),
+            ..FAST
+        };
+        let (stop, task) = start(&sink, &transport, slow);
+        for _ in 0..3 {
+            sink.record("agent.test", "boom", None);
+        }
+        stop.cancel();
+        let sent = transport.delivered(1).await;
+        let _ = task.await;
+        assert_eq!(sent[0].1.reports.len(), 1);
+        assert_eq!(sent[0].1.reports[0].count, 3);
+    }
 
     #[test]
     fn the_sink_cleans_what_it_queues() {
