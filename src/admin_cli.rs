@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::service::admin::{self, PrivateLocation, Store, StoreError};
+use crate::service::admin::{
+    self, ErrorReportFilter, ErrorReportRecord, PrivateLocation, Store, StoreError,
+};
 use crate::service::store::valid_slug;
 
 /// Arguments of `outpost admin`.
@@ -80,7 +82,23 @@ pub enum AdminCommand {
         #[arg(long)]
         key_id: Uuid,
     },
+    /// Error reports agents sent (EXTERNAL_OBSERVABILITY), newest first.
+    ErrorReports {
+        /// Only this account's locations.
+        #[arg(long)]
+        account: Option<Uuid>,
+        /// Only this location (slug name or id; a slug used by several accounts needs
+        /// --account).
+        #[arg(long)]
+        location: Option<String>,
+        /// Most reports printed.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=MAX_LISTED_REPORTS))]
+        limit: i64,
+    },
 }
+
+/// Most error reports one listing prints.
+pub const MAX_LISTED_REPORTS: i64 = 10_000;
 
 /// Why an admin command failed.
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +180,53 @@ async fn find_location(
         AdminError::Input(format!(
             "account {account} has no private location {location:?}"
         ))
+    })
+}
+
+/// The location named by slug or id, in any account (exactly one must match).
+async fn find_location_anywhere(
+    store: &Store,
+    location: &str,
+) -> Result<PrivateLocation, AdminError> {
+    let mut found = Vec::new();
+    for account in store.list_accounts().await? {
+        found.extend(
+            store
+                .list_private_locations(account.id)
+                .await?
+                .into_iter()
+                .filter(|l| {
+                    l.slug_name == location || l.id.to_string() == location.to_ascii_lowercase()
+                }),
+        );
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(AdminError::Input(format!(
+            "no private location {location:?}"
+        ))),
+        n => Err(AdminError::Input(format!(
+            "{n} accounts have a private location {location:?}: add --account"
+        ))),
+    }
+}
+
+fn error_report_json(r: &ErrorReportRecord) -> Value {
+    json!({
+        "id": r.id,
+        "accountId": r.account_id,
+        "locationId": r.location_id,
+        "location": r.location_slug,
+        "event": r.event,
+        "message": r.message,
+        "backtrace": r.backtrace,
+        "agentVersion": r.agent_version,
+        "platform": r.platform,
+        "runtime": r.runtime,
+        "firstSeenAt": r.first_seen_at,
+        "lastSeenAt": r.last_seen_at,
+        "count": r.count,
+        "receivedAt": r.received_at,
     })
 }
 
@@ -284,6 +349,33 @@ async fn dispatch(store: &Store, command: &AdminCommand) -> Result<Value, AdminE
                     location.slug_name
                 )))
             }
+        }
+        AdminCommand::ErrorReports {
+            account,
+            location,
+            limit,
+        } => {
+            let location_id = match (account, location) {
+                (Some(account), Some(location)) => {
+                    Some(find_location(store, *account, location).await?.id)
+                }
+                (None, Some(location)) => Some(find_location_anywhere(store, location).await?.id),
+                (Some(account), None) => {
+                    account_exists(store, *account).await?;
+                    None
+                }
+                (None, None) => None,
+            };
+            let reports = store
+                .list_error_reports(ErrorReportFilter {
+                    account_id: *account,
+                    location_id,
+                    limit: *limit,
+                })
+                .await?;
+            Ok(Value::Array(
+                reports.iter().map(error_report_json).collect(),
+            ))
         }
     }
 }

@@ -131,6 +131,9 @@ struct UpArgs {
     /// Seconds running jobs get to finish after SIGTERM.
     #[arg(long, env = "SHUTDOWN_GRACE_SECONDS", default_value_t = 300)]
     shutdown_grace_seconds: u64,
+    /// `off` disables the embedded agent's error reports.
+    #[arg(long, env = "EXTERNAL_OBSERVABILITY")]
+    external_observability: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -211,7 +214,18 @@ async fn run_daemon(command: Command) -> anyhow::Result<()> {
             };
             agent::run(config, shutdown).await?;
         }
-        Command::Up(args) => run_up(args, shutdown).await?,
+        Command::Up(args) => {
+            let external_observability = match agent::config::parse_external_observability(
+                args.external_observability.as_deref(),
+            ) {
+                Ok(on) => on,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(2);
+                }
+            };
+            run_up(args, external_observability, shutdown).await?
+        }
         Command::Check { .. } | Command::Admin(_) | Command::Deploy { .. } => {
             unreachable!("handled before")
         }
@@ -221,7 +235,11 @@ async fn run_daemon(command: Command) -> anyhow::Result<()> {
 
 /// `outpost up`: the control plane plus one agent of its default location. On shutdown
 /// the agent drains first (its results still reach the service), then the service stops.
-async fn run_up(args: UpArgs, shutdown: Shutdown) -> anyhow::Result<()> {
+async fn run_up(
+    args: UpArgs,
+    external_observability: bool,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
     let service = BoundService::bind(args.serve.config()).await?;
     let creds = service.ensure_credentials().await?;
     let addr = service.local_addr();
@@ -243,7 +261,7 @@ async fn run_up(args: UpArgs, shutdown: Shutdown) -> anyhow::Result<()> {
         job_concurrency: 1,
         uptime_concurrency: 100,
         health_addr: SocketAddr::from(([0, 0, 0, 0], args.health_port)),
-        external_observability: true,
+        external_observability,
         shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
         spool_dir: args.serve.data_dir.join("spool"),
     };

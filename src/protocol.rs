@@ -22,6 +22,8 @@ pub mod paths {
     pub const RESULTS: &str = "/agent/v1/results";
     /// `PUT /agent/v1/jobs/{jobId}/artifacts/{name}?leaseId=...`, body streamed.
     pub const ARTIFACTS_PREFIX: &str = "/agent/v1/jobs";
+    /// `POST /agent/v1/error-reports`: error-level events of the agent itself.
+    pub const ERROR_REPORTS: &str = "/agent/v1/error-reports";
 }
 
 /// Largest artifact the service accepts, enforced while streaming (150 MB).
@@ -30,6 +32,18 @@ pub const MAX_ARTIFACT_BYTES: u64 = 150 * 1024 * 1024;
 pub const MAX_AGENT_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Longest a lease request may wait for jobs.
 pub const MAX_LEASE_WAIT_SECS: u32 = 25;
+/// Largest body of an error report request, enforced while streaming.
+pub const MAX_ERROR_REPORT_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Most reports in one error report request.
+pub const MAX_ERROR_REPORTS_PER_REQUEST: usize = 20;
+/// Longest event name of a report (`[a-z0-9._-]`).
+pub const MAX_ERROR_EVENT_LEN: usize = 128;
+/// Longest message of a report, in bytes.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
+/// Longest backtrace of a report, in bytes.
+pub const MAX_ERROR_BACKTRACE_BYTES: usize = 32 * 1024;
+/// Longest agent version, platform or runtime of a report request, in bytes.
+pub const MAX_ERROR_META_BYTES: usize = 128;
 
 /// `POST /agent/v1/hello`: the agent introduces itself; the answer confirms the key.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -196,4 +210,44 @@ pub enum SubmitStatus {
     Duplicate,
     /// The lease expired or belongs to someone else; the job is (or was) run again.
     Refused,
+}
+
+/// `POST /agent/v1/error-reports`: error-level events of the agent itself (internal
+/// errors, panics), sent unless `EXTERNAL_OBSERVABILITY=off`. Only this technical
+/// metadata travels: no keys, environment, check configuration, URLs, headers or bodies;
+/// every string has passed the agent's scrubber.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorReportsRequest {
+    /// The agent's version (`outpost --version`).
+    pub agent_version: String,
+    /// Operating system and CPU architecture, e.g. `linux-x86_64`.
+    pub platform: String,
+    /// Compiler and async runtime, e.g. `rustc 1.95.0 (...); tokio 1.54.1`.
+    pub runtime: String,
+    /// At most [`MAX_ERROR_REPORTS_PER_REQUEST`], at least one.
+    pub reports: Vec<ErrorReport>,
+}
+
+/// One error event, or several identical ones (same event and message) folded together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorReport {
+    /// Stable event name, e.g. `agent.spool.corrupt_file` or `agent.panic`.
+    pub event: String,
+    pub message: String,
+    /// The stack of a panic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backtrace: Option<String>,
+    pub first_seen_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    /// How many times it happened between the two times (at least 1).
+    pub count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorReportsResponse {
+    /// Reports stored.
+    pub stored: u32,
 }

@@ -212,6 +212,9 @@ fn bad_input_exits_2_with_one_line() {
             "--location",
             "x",
         ],
+        vec!["error-reports", "--account", unknown.as_str()],
+        vec!["error-reports", "--location", "nowhere"],
+        vec!["error-reports", "--limit", "0"],
     ] {
         let out = admin(dir.path(), &args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -235,4 +238,47 @@ fn bad_input_exits_2_with_one_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("--slug"), "{stderr}");
+}
+
+#[test]
+fn error_reports_are_listed_by_account_and_location() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        admin_ok(dir.path(), &["error-reports"]),
+        serde_json::json!([])
+    );
+    // The same slug in two accounts: naming it alone is ambiguous.
+    let mut accounts = Vec::new();
+    for name in ["A", "B"] {
+        let account = admin_ok(dir.path(), &["create-account", "--name", name]);
+        let id = str_of(&account, "accountId").to_owned();
+        admin_ok(
+            dir.path(),
+            &[
+                "create-location",
+                "--account",
+                &id,
+                "--name",
+                "Edge",
+                "--slug",
+                "edge",
+            ],
+        );
+        accounts.push(id);
+    }
+    let out = admin(dir.path(), &["error-reports", "--location", "edge"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--account"), "{stderr}");
+    let listed = admin_ok(
+        dir.path(),
+        &[
+            "error-reports",
+            "--account",
+            &accounts[0],
+            "--location",
+            "edge",
+        ],
+    );
+    assert_eq!(listed, serde_json::json!([]));
 }

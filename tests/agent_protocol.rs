@@ -8,6 +8,7 @@ use agent_support::{
     AgentProcess, Event, FakeService, LOCATION, ResultsReply, Script, agent_env, bounded, http,
     job, spool_files, until_status,
 };
+use outpost::agent::scrub::MASK;
 use outpost::model::{CheckType, ErrorKind, RunResult, RunStatus};
 use outpost::protocol::{MAX_LEASE_WAIT_SECS, SubmittedResult};
 use serde_json::json;
@@ -339,4 +340,85 @@ async fn service_traffic_goes_through_http_proxy() {
     let (status, stderr) = agent.wait().await;
     assert!(!status.success());
     assert!(stderr.join("\n").contains("refused API_KEY"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_errors_are_reported_through_the_proxy_scrubbed_and_folded() {
+    const SECRET: &str = "s3rvice-secret-value";
+    const EVENT: &str = "agent.request.rejected";
+    // Every LEASE is refused with a message that quotes the key, a secret and a URL: the
+    // agent logs the same internal error at each retry.
+    let mut service = FakeService::start(Script {
+        reject_leases: Some((
+            400,
+            format!("no lease for {KEY} / {SECRET} at https://leak.example.com/x"),
+        )),
+        ..Script::default()
+    })
+    .await;
+    let spool = tempfile::tempdir().unwrap();
+    // Only the proxy can reach the service: its host name does not resolve.
+    let mut env = agent_env(KEY, "http://outpost.invalid:8080", spool.path());
+    env.push(("HTTP_PROXY", service.url()));
+    env.push(("SERVICE_SECRET_TOKEN", SECRET.to_owned()));
+    let mut agent = AgentProcess::spawn(&env);
+
+    let first = service.next_error_reports().await;
+    assert_eq!(
+        first.auth.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(first.body.agent_version, outpost::VERSION);
+    assert_eq!(
+        first.body.platform,
+        format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH)
+    );
+    assert!(first.body.runtime.starts_with("rustc "), "{:?}", first.body);
+    assert_eq!(first.body.reports.len(), 1, "{:?}", first.body);
+    let report = &first.body.reports[0];
+    assert_eq!(report.event, EVENT);
+    assert!(report.backtrace.is_none());
+    let message = &report.message;
+    assert!(message.starts_with("cannot lease jobs: "), "{message}");
+    assert!(
+        !message.contains(KEY) && !message.contains(SECRET) && !message.contains("leak.example"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("no lease for {MASK} / {MASK} at <url>")),
+        "{message}"
+    );
+
+    // The error repeats; its repeats travel folded into one report, here at shutdown.
+    let mut logged = 0;
+    while logged < 3 {
+        let Some(line) = agent.next_line().await else {
+            panic!("the agent ended: {}", agent.stderr.join("\n"));
+        };
+        if serde_json::from_str::<serde_json::Value>(&line).is_ok_and(|v| v["event"] == EVENT) {
+            logged += 1;
+        }
+    }
+    agent.terminate();
+    let (status, stderr) = agent.wait().await;
+    assert_eq!(status.code(), Some(0), "{}", stderr.join("\n"));
+    let occurrences = stderr
+        .iter()
+        .filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v["event"] == EVENT))
+        .count();
+    assert!(occurrences >= 3, "{occurrences}");
+    let rest = service.next_error_reports().await;
+    assert_eq!(rest.body.reports.len(), 1, "{:?}", rest.body);
+    assert_eq!(&rest.body.reports[0].message, message);
+    assert_eq!(
+        (report.count + rest.body.reports[0].count) as usize,
+        occurrences,
+        "every occurrence counted once"
+    );
+    assert!(
+        service.error_reports.try_recv().is_err(),
+        "two requests for {occurrences} occurrences"
+    );
+    let log = stderr.join("\n");
+    assert!(!log.contains(KEY) && !log.contains(SECRET), "{log}");
 }

@@ -10,18 +10,30 @@
 //! status page with a card, services, an incident with an update, a session), so that
 //! lists answer with real entries and schemathesis reuses their ids.
 //!
+//! A real `outpost agent` serves the bootstrap location during the run, so the check
+//! sessions schemathesis triggers finish and the completion routes
+//! (`/v1|v2/check-sessions/{id}/completion`) answer 200 with a final session instead of
+//! waiting out `maxWaitSeconds`. Generated checks may name any host, and the test must
+//! stay on loopback: the agent reaches the service only through a proxy that hands it
+//! the fixture checks' documents as the test wrote them (all on 127.0.0.1) and the URL
+//! fixture for every other job, whatever the stored check says
+//! (`tests/loopback_agent_support`).
+//!
 //! Checks: `not_a_server_error`, `response_schema_conformance`,
 //! `status_code_conformance` and `negative_data_rejection`, over the examples and
 //! fuzzing phases (positive and negative data), with a fixed seed and
 //! `CONFORMANCE_EXAMPLES` cases per operation (default 20). A failure lists every
 //! distinct schemathesis failure: operation, check, message, request and response.
 
+mod loopback_agent_support;
 mod schemathesis_support;
 mod serve_support;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use loopback_agent_support::LoopbackAgent;
 use regex::Regex;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -124,20 +136,30 @@ impl Api {
     }
 }
 
+/// What the fixtures made that the agent needs.
+struct Fixtures {
+    /// The checks agents run (URL, API, TCP) by id, as created: all on 127.0.0.1.
+    agent_checks: HashMap<String, Value>,
+    /// The URL check as created (what any other job runs instead).
+    url_check: Value,
+    /// The session the fixtures triggered.
+    session: String,
+}
+
 /// One object of every resource, so that lists and reads have real data to show.
-fn fixtures(api: &Api, location: &str) {
+fn fixtures(api: &Api, location: &str) -> Fixtures {
     let loc = json!([location]);
     let url = api.ok(
         Method::POST,
         "/v1/checks/url",
         json!({"name": "fixture url", "request": {"url": "http://127.0.0.1:9/"}, "privateLocations": loc, "tags": ["t"]}),
     );
-    api.ok(
+    let api_check = api.ok(
         Method::POST,
         "/v1/checks/api",
         json!({"name": "fixture api", "request": {"url": "http://127.0.0.1:9/", "method": "GET"}, "privateLocations": loc}),
     );
-    api.ok(
+    let tcp_check = api.ok(
         Method::POST,
         "/v1/checks/tcp",
         json!({"name": "fixture tcp", "request": {"hostname": "127.0.0.1", "port": 9}, "privateLocations": loc}),
@@ -180,11 +202,45 @@ fn fixtures(api: &Api, location: &str) {
         ),
         json!({"description": "Found it", "status": "IDENTIFIED"}),
     );
-    api.ok(
+    let triggered = api.ok(
         Method::POST,
         "/v2/check-sessions/trigger",
         json!({"target": {"checkId": [url["id"]]}}),
     );
+    let by_id = |v: Value| (v["id"].as_str().unwrap().to_owned(), v);
+    Fixtures {
+        agent_checks: [by_id(url.clone()), by_id(api_check), by_id(tcp_check)].into(),
+        session: triggered["sessions"][0]["checkSessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        url_check: url,
+    }
+}
+
+/// Waits for a session's completion: the agent has run it.
+fn await_completion(api: &Api, session: &str) -> Value {
+    api.rt.block_on(async {
+        for _ in 0..4 {
+            let resp = api
+                .http
+                .get(format!(
+                    "{}/v2/check-sessions/{session}/completion?maxWaitSeconds=30",
+                    api.base
+                ))
+                .bearer_auth(&api.key)
+                .header("x-service-account", &api.account)
+                .send()
+                .await
+                .unwrap();
+            match resp.status().as_u16() {
+                200 => return resp.json().await.unwrap(),
+                408 => continue,
+                other => panic!("completion of {session}: {other} {:?}", resp.text().await),
+            }
+        }
+        panic!("the fixture session {session} did not complete: is the agent running?")
+    })
 }
 
 #[test]
@@ -206,7 +262,17 @@ fn the_public_api_conforms_to_the_reference_document() {
         key: creds["apiKey"].as_str().unwrap().to_owned(),
         account: creds["accountId"].as_str().unwrap().to_owned(),
     };
-    fixtures(&api, creds["privateLocation"].as_str().unwrap());
+    let fixtures = fixtures(&api, creds["privateLocation"].as_str().unwrap());
+    let mut agent = LoopbackAgent::start(
+        &serve.base,
+        creds["agentKey"].as_str().unwrap(),
+        fixtures.agent_checks.clone(),
+        fixtures.url_check.clone(),
+        dir.path(),
+    );
+    // The agent runs the fixture session (127.0.0.1:9 refuses: FAILED).
+    let done = await_completion(&api, &fixtures.session);
+    assert_eq!(done["status"], "FAILED", "{done}\n{}", agent.output());
     // The reference documents no 401 for these: they need no key.
     for path in ["/v1/locations", "/v1/runtimes", "/v1/runtimes/2026.04"] {
         let status = api.rt.block_on(async {
@@ -295,5 +361,21 @@ fn the_public_api_conforms_to_the_reference_document() {
     );
     // Something was tested: the summary names the operations.
     assert!(stdout.contains("Tested:"), "{stdout}");
+    // The completion routes were tested on sessions the agent finished: mostly 200s
+    // (without an agent most real sessions would answer 408 after maxWaitSeconds).
+    for route in [
+        "GET /v1/check-sessions/{checkSessionId}/completion",
+        "GET /v2/check-sessions/{checkSessionId}/completion",
+    ] {
+        let answers = schemathesis_support::status_codes(&reports.join("run.ndjson"), route);
+        let finished = answers.iter().filter(|c| **c == 200).count();
+        let timed_out = answers.iter().filter(|c| **c == 408).count();
+        assert!(
+            finished > 0 && timed_out < finished,
+            "{route}: {finished} completed sessions, {timed_out} time-outs: {answers:?}"
+        );
+    }
+    assert!(agent.running(), "the agent died:\n{}", agent.output());
+    drop(agent);
     drop(serve);
 }

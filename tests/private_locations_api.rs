@@ -97,6 +97,10 @@ async fn crud_of_private_locations() {
     assert_eq!(local["agentCount"], 1);
     assert_eq!(local["minAgentVersion"], "test");
     assert_eq!(local["runningAgents"][0]["count"], 1);
+    // The reference's RunningAgentInfo: id and lastSeenAt, strings.
+    let running = &local["runningAgents"][0]["agents"][0];
+    assert!(running["id"].is_string(), "{local}");
+    assert!(running["lastSeenAt"].is_string(), "{local}");
     assert!(local["lastSeen"].is_string());
 
     let resp = svc

@@ -1,8 +1,12 @@
 //! Public API for every check type: `/v1/checks/{api,tcp,dns,icmp}`, the generic
-//! `POST /v1/checks` and `PUT /v1/checks/{id}`, list filters, masked secrets, and the
-//! check type flowing into jobs, sessions and results.
+//! `POST /v1/checks` and `PUT /v1/checks/{id}`, list filters (the status filter on
+//! the latest FINAL results and heartbeat states), masked secrets, and the check type
+//! flowing into jobs, sessions and results.
 
+mod heartbeat_support;
 mod service_support;
+
+use std::collections::HashMap;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -450,16 +454,9 @@ async fn list_filters_by_type_tag_and_name() {
         ("search=api&checkType=TCP", vec![]),
         ("checkType=TCP&tag=staging", vec!["Postgres replica"]),
         ("tag=db&search=primary", vec!["Postgres primary"]),
-        (
-            "status=passing&applyGroupSettings=true",
-            vec![
-                "Homepage",
-                "Orders API",
-                "Postgres primary",
-                "Postgres replica",
-                "Ärzte-Zone",
-            ],
-        ),
+        // No check ran yet: none has a status (tests below give them one).
+        ("status=passing&applyGroupSettings=true", vec![]),
+        ("status=failing", vec![]),
     ];
     for (query, expected) in cases {
         let got = names(get_json(&svc, &format!("/v1/checks?{query}")).await);
@@ -484,6 +481,8 @@ async fn list_filters_by_type_tag_and_name() {
         ("tag=", "tag"),
         ("limit=many", "limit"),
         ("page=0", "page"),
+        ("status=PASSING", "status"),
+        ("status=", "status"),
     ] {
         let resp = svc
             .api(Method::GET, &format!("/v1/checks?{query}"))
@@ -492,6 +491,107 @@ async fn list_filters_by_type_tag_and_name() {
             .unwrap();
         assert_names(resp, field, query).await;
     }
+    svc.stop().await;
+}
+
+/// Sorted names of the checks `GET /v1/checks?{query}` lists.
+async fn listed_names(svc: &TestService, query: &str) -> Vec<String> {
+    let listed = get_json(svc, &format!("/v1/checks?{query}")).await;
+    let mut names: Vec<String> = listed
+        .as_array()
+        .unwrap_or_else(|| panic!("{query}: {listed}"))
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Triggers `checks` (name -> id) and answers each job with its status.
+async fn run_once(svc: &TestService, outcomes: &[(&str, RunStatus)], ids: &HashMap<&str, String>) {
+    let wanted: Vec<&str> = outcomes
+        .iter()
+        .map(|(name, _)| ids[name].as_str())
+        .collect();
+    svc.trigger_ids(&wanted).await;
+    let agent = svc.agent();
+    agent.hello().await;
+    let jobs = agent.lease(100, 0).await;
+    assert_eq!(jobs.len(), outcomes.len());
+    let mut results = Vec::new();
+    for job in &jobs {
+        let (_, status) = outcomes
+            .iter()
+            .find(|(name, _)| ids[name] == job.check_id.to_string())
+            .expect("a job of a triggered check");
+        results.push(result_for(job, *status));
+    }
+    let out = agent.submit(results).await;
+    assert!(
+        out.outcomes
+            .iter()
+            .all(|o| o.status == outpost::protocol::SubmitStatus::Accepted)
+    );
+}
+
+#[tokio::test]
+async fn list_filters_by_status_of_the_latest_final_result() {
+    use heartbeat_support::{
+        SEC, advance, create_heartbeat, heartbeat_body, id_and_url, ping, start_manual,
+    };
+    let (svc, clock) = start_manual().await;
+    let mut ids = HashMap::new();
+    for name in ["flaky", "steady", "slow", "never ran"] {
+        let created = create(&svc, "url", name, json!({})).await;
+        ids.insert(name, created["id"].as_str().unwrap().to_owned());
+    }
+    // Heartbeats: pinged (a day's period), never pinged, and one that misses its deadline.
+    let mut ping_urls = HashMap::new();
+    for (name, period) in [("pinged", 86_400), ("silent", 60), ("missed", 30)] {
+        let created = create_heartbeat(&svc, heartbeat_body(name, period, 0)).await;
+        let (id, url) = id_and_url(&created);
+        ids.insert(name, id);
+        ping_urls.insert(name, url);
+    }
+    for name in ["pinged", "missed"] {
+        let (status, _) = ping(&svc, &ping_urls[name], Method::POST).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    advance(&svc, &clock, 31 * SEC).await;
+
+    run_once(
+        &svc,
+        &[
+            ("flaky", RunStatus::Passed),
+            ("steady", RunStatus::Failed),
+            ("slow", RunStatus::Degraded),
+        ],
+        &ids,
+    )
+    .await;
+    // The latest FINAL result decides, not the first nor the majority.
+    run_once(
+        &svc,
+        &[("flaky", RunStatus::Failed), ("steady", RunStatus::Passed)],
+        &ids,
+    )
+    .await;
+
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("status=passing", vec!["pinged", "steady"]),
+        ("status=failing", vec!["flaky", "missed"]),
+        ("status=degraded", vec!["slow"]),
+        ("status=failing&checkType=URL", vec!["flaky"]),
+        ("status=failing&checkType=HEARTBEAT", vec!["missed"]),
+        ("status=passing&search=STEA", vec!["steady"]),
+        ("status=passing&search=pin&limit=1&page=1", vec!["pinged"]),
+        ("status=degraded&search=flaky", vec![]),
+    ];
+    for (query, expected) in cases {
+        assert_eq!(listed_names(&svc, query).await, expected, "{query}");
+    }
+    // Without the filter every check is listed, those without a status too.
+    assert_eq!(listed_names(&svc, "").await.len(), 7);
     svc.stop().await;
 }
 

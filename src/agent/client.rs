@@ -14,9 +14,9 @@ use super::config::AgentConfig;
 use super::scrub::Scrubber;
 use super::state::AgentState;
 use crate::protocol::{
-    HelloRequest, HelloResponse, LeaseRef, LeaseRequest, LeaseResponse, MAX_AGENT_BODY_BYTES,
-    ReleaseRequest, ReleaseResponse, RenewRequest, RenewResponse, SubmitResultsResponse,
-    SubmittedResult, paths,
+    ErrorReportsRequest, ErrorReportsResponse, HelloRequest, HelloResponse, LeaseRef, LeaseRequest,
+    LeaseResponse, MAX_AGENT_BODY_BYTES, ReleaseRequest, ReleaseResponse, RenewRequest,
+    RenewResponse, SubmitResultsResponse, SubmittedResult, paths,
 };
 
 /// Time to establish a connection to the service.
@@ -103,6 +103,14 @@ impl ServiceClient {
 
     pub async fn release(&self, req: &ReleaseRequest) -> Result<ReleaseResponse, ClientError> {
         self.post(paths::RELEASE, req, REQUEST_TIMEOUT).await
+    }
+
+    /// Sends error reports (`POST /agent/v1/error-reports`).
+    pub async fn send_error_reports(
+        &self,
+        req: &ErrorReportsRequest,
+    ) -> Result<ErrorReportsResponse, ClientError> {
+        self.post(paths::ERROR_REPORTS, req, REQUEST_TIMEOUT).await
     }
 
     /// Submits results; the body is a `SubmitResultsRequest`, built without copying them.

@@ -137,19 +137,8 @@ impl AgentConfig {
                 )
             })?,
         };
-        let external_observability = match present(args.external_observability.as_deref()) {
-            None => true,
-            Some(raw) => match raw.to_ascii_lowercase().as_str() {
-                "off" | "false" | "0" | "no" => false,
-                "on" | "true" | "1" | "yes" => true,
-                _ => {
-                    return Err(ConfigError::new(
-                        "EXTERNAL_OBSERVABILITY",
-                        format!("must be on or off (got {})", echo(raw)),
-                    ));
-                }
-            },
-        };
+        let external_observability =
+            parse_external_observability(args.external_observability.as_deref())?;
         let grace_secs = parse_bounded(
             "SHUTDOWN_GRACE_SECONDS",
             args.shutdown_grace_seconds.as_deref(),
@@ -171,6 +160,21 @@ impl AgentConfig {
             shutdown_grace: Duration::from_secs(grace_secs),
             spool_dir,
         })
+    }
+}
+
+/// EXTERNAL_OBSERVABILITY: on unless `off` (or `false`, `0`, `no`); blank is unset.
+pub fn parse_external_observability(raw: Option<&str>) -> Result<bool, ConfigError> {
+    match present(raw) {
+        None => Ok(true),
+        Some(raw) => match raw.to_ascii_lowercase().as_str() {
+            "off" | "false" | "0" | "no" => Ok(false),
+            "on" | "true" | "1" | "yes" => Ok(true),
+            _ => Err(ConfigError::new(
+                "EXTERNAL_OBSERVABILITY",
+                format!("must be on or off (got {})", echo(raw)),
+            )),
+        },
     }
 }
 

@@ -1,7 +1,9 @@
 //! Internal error events: error-level failures of the agent itself, logged with a stable
-//! event name so they can be counted and (when EXTERNAL_OBSERVABILITY is on) reported.
-//! Messages pass the scrubber first.
+//! event name so they can be counted, and queued as error reports for the service when
+//! EXTERNAL_OBSERVABILITY is on (see [`super::error_reports`]). Messages pass the
+//! scrubber first.
 
+use super::error_reports::ReportSink;
 use super::scrub::Scrubber;
 
 /// Stable names of internal error events.
@@ -12,28 +14,45 @@ pub mod names {
     pub const RESULT_REJECTED: &str = "agent.result.rejected";
     pub const REQUEST_REJECTED: &str = "agent.request.rejected";
     pub const RELEASE_FAILED: &str = "agent.release.failed";
+    /// A thread of the agent panicked (reported with its backtrace).
+    pub const PANIC: &str = "agent.panic";
+    /// Error reports were dropped because too many waited (reported with their count).
+    pub const REPORTS_DROPPED: &str = "agent.error_reports.dropped";
 }
 
-/// Logs internal errors. `external` marks them for error reporting to the service.
+/// Logs internal errors and, with a sink, queues them as error reports.
 #[derive(Clone)]
 pub struct Events {
-    external: bool,
     scrubber: Scrubber,
+    reports: Option<ReportSink>,
 }
 
 impl Events {
-    pub fn new(external: bool, scrubber: Scrubber) -> Events {
-        Events { external, scrubber }
+    /// Events that are only logged.
+    pub fn new(scrubber: Scrubber) -> Events {
+        Events {
+            scrubber,
+            reports: None,
+        }
+    }
+
+    /// Events that are also reported to the service through `sink`.
+    pub fn with_reports(mut self, sink: ReportSink) -> Events {
+        self.reports = Some(sink);
+        self
     }
 
     /// Whether error reports may leave the agent.
     pub fn external(&self) -> bool {
-        self.external
+        self.reports.is_some()
     }
 
     /// An error-level failure of the agent itself.
     pub fn internal_error(&self, event: &'static str, message: &str) {
         let message = self.scrubber.scrub(message);
-        tracing::error!(event, external_report = self.external, "{message}");
+        tracing::error!(event, external_report = self.external(), "{message}");
+        if let Some(sink) = &self.reports {
+            sink.record(event, &message, None);
+        }
     }
 }

@@ -10,19 +10,23 @@
 //! - [`leases`]: RENEW loop and RELEASE.
 //! - [`reporter`], [`spool`]: result delivery, batched, durable across restarts.
 //! - [`artifacts`]: uploads of a result's files (network diagnostics) before delivery.
+//! - [`error_reports`]: internal errors and panics reported to the service
+//!   (EXTERNAL_OBSERVABILITY), batched, bounded, de-duplicated, rate-limited, scrubbed.
 //! - [`health`]: readiness, liveness, /health.
 //! - [`state`], [`backoff`], [`events`], [`scrub`]: shared state, retry delays, internal
 //!   error events, secret removal.
 //!
-//! Lifecycle of [`run`]: bind health -> HELLO (retried) -> ready -> loops run -> on drain:
-//! readiness 503, stop leasing, RELEASE queued jobs, let running jobs finish within the
-//! grace period (then abort and RELEASE them), flush results, stop health, return.
+//! Lifecycle of [`run`]: error reporter (unless EXTERNAL_OBSERVABILITY=off) -> bind
+//! health -> HELLO (retried) -> ready -> loops run -> on drain: readiness 503, stop
+//! leasing, RELEASE queued jobs, let running jobs finish within the grace period (then
+//! abort and RELEASE them), flush results, flush error reports, stop health, return.
 
 pub mod artifacts;
 pub mod backoff;
 pub mod client;
 pub mod config;
 pub mod dispatcher;
+pub mod error_reports;
 pub mod events;
 pub mod health;
 pub mod inflight;
@@ -50,6 +54,7 @@ use crate::shutdown::Shutdown;
 use self::backoff::Backoff;
 use self::client::{ClientError, ServiceClient};
 use self::dispatcher::Dispatcher;
+use self::error_reports::{ErrorReporter, ReportSink};
 use self::events::{Events, names};
 use self::health::HealthServer;
 use self::inflight::LeaseTable;
@@ -97,22 +102,51 @@ const ABORT_SETTLE: Duration = Duration::from_secs(5);
 /// Runs the agent until `shutdown` drains it. Returns `Ok` after a graceful drain.
 pub async fn run(config: AgentConfig, shutdown: Shutdown) -> Result<(), AgentError> {
     let agent_id = Uuid::new_v4();
-    let scrubber = scrub::for_api_key(&config.api_key);
-    let events = Events::new(config.external_observability, scrubber.clone());
     let env = ExecEnv::from_system()?;
+    let scrubber = scrub::for_agent(&config.api_key, env.secret_scrubber());
     let spool = open_spool(&config).await?;
     let state = Arc::new(AgentState::new(agent_id));
+    let client = ServiceClient::new(&config, state.clone())
+        .map(Arc::new)
+        .map_err(AgentError::HttpClient)?;
+    let (events, error_reporter) = if config.external_observability {
+        let sink = ReportSink::new(scrubber.clone());
+        error_reports::panic_hook::install(&sink);
+        let reporter = ErrorReporter::new(&sink, client.clone());
+        (
+            Events::new(scrubber.clone()).with_reports(sink),
+            Some(reporter),
+        )
+    } else {
+        tracing::info!("error reports to the service are off (EXTERNAL_OBSERVABILITY=off)");
+        (Events::new(scrubber.clone()), None)
+    };
 
-    let health = HealthServer::bind(config.health_addr, state.clone()).await?;
-    if let Ok(addr) = health.local_addr() {
-        tracing::info!(addr = %addr, "health server listening");
-    }
     let fatal = Arc::new(Fatal::default());
     let watch = Watch {
         state: state.clone(),
         events: events.clone(),
         fatal: fatal.clone(),
     };
+    let reports_stop = CancellationToken::new();
+    let reports_task = error_reporter.map(|reporter| {
+        spawn_loop(
+            "error reports",
+            &reports_stop,
+            &watch,
+            reporter.run(reports_stop.clone()),
+        )
+    });
+    let health = match HealthServer::bind(config.health_addr, state.clone()).await {
+        Ok(h) => h,
+        Err(e) => {
+            stop_optional(reports_stop, reports_task).await;
+            return Err(e);
+        }
+    };
+    if let Ok(addr) = health.local_addr() {
+        tracing::info!(addr = %addr, "health server listening");
+    }
     let health_stop = CancellationToken::new();
     let health_task = spawn_loop("health", &health_stop, &watch, {
         let stop = health_stop.clone();
@@ -124,21 +158,16 @@ pub async fn run(config: AgentConfig, shutdown: Shutdown) -> Result<(), AgentErr
     });
 
     tracing::info!("Starting Consumer {agent_id}");
-    let client = match ServiceClient::new(&config, state.clone()) {
-        Ok(c) => Arc::new(c),
-        Err(e) => {
-            stop_task(health_stop, health_task).await;
-            return Err(AgentError::HttpClient(e));
-        }
-    };
     let hello = match say_hello(&client, agent_id, &shutdown).await {
         Ok(Some(h)) => h,
         Ok(None) => {
             tracing::info!("shutdown before the service was reached");
+            stop_optional(reports_stop, reports_task).await;
             stop_task(health_stop, health_task).await;
             return Ok(());
         }
         Err(e) => {
+            stop_optional(reports_stop, reports_task).await;
             stop_task(health_stop, health_task).await;
             return Err(e);
         }
@@ -235,6 +264,7 @@ pub async fn run(config: AgentConfig, shutdown: Shutdown) -> Result<(), AgentErr
     }
     stop_task(reporter_finish, reporter_task).await;
     stop_task(renew_stop, renew_task).await;
+    stop_optional(reports_stop, reports_task).await;
     stop_task(health_stop, health_task).await;
     if outcome.is_ok() {
         tracing::info!("agent stopped");
@@ -371,6 +401,14 @@ struct Watch {
     state: Arc<AgentState>,
     events: Events,
     fatal: Arc<Fatal>,
+}
+
+/// [`stop_task`] for a loop that may not run.
+async fn stop_optional<T>(stop: CancellationToken, task: Option<JoinHandle<T>>) {
+    stop.cancel();
+    if let Some(task) = task {
+        let _ = task.await;
+    }
 }
 
 /// Signals a loop to stop and waits for it.

@@ -144,6 +144,11 @@ impl ExecEnv {
         self
     }
 
+    /// The scrubber of the `SERVICE_SECRET_*` values.
+    pub fn secret_scrubber(&self) -> &Scrubber {
+        &self.scrubber
+    }
+
     /// The names of the `SERVICE_SECRET_*` variables known (never their values).
     pub fn secret_variable_names(&self) -> impl Iterator<Item = &str> {
         self.secret_vars.iter().map(|(name, _)| name.as_str())

@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use super::ServiceError;
 pub use super::store::{
-    Account, ApiKeyInfo, LocationKeyInfo, MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, Store,
-    StoreError,
+    Account, ApiKeyInfo, ErrorReportFilter, ErrorReportRecord, LocationKeyInfo,
+    MAX_ACTIVE_LOCATION_KEYS, PrivateLocation, Store, StoreError,
 };
 
 /// Opens the store of a data directory (creating the directory and the database if

@@ -1,6 +1,6 @@
 //! The agent API (`/agent/v1`), exactly the messages of `crate::protocol`: HELLO,
 //! LEASE (long-poll woken by the location's notifier), RENEW, RELEASE, RESULTS, and
-//! artifact uploads (in `agent_artifacts`).
+//! artifact uploads (in `agent_artifacts`), error reports (in `agent_error_reports`).
 
 use crate::service::api::routes::{Area, Routes};
 use std::time::Duration;
@@ -9,6 +9,7 @@ use axum::Json;
 use axum::extract::{DefaultBodyLimit, State};
 
 use super::agent_artifacts::upload;
+use super::agent_error_reports;
 use super::api::extract::ApiJson;
 use super::auth::AgentAuth;
 use super::context::{AppState, Ctx};
@@ -17,8 +18,9 @@ use super::store::to_time as store_time;
 use super::store::{LeaseGrant, MAX_SUBMIT_BATCH, now_ms};
 use crate::protocol::{
     HelloRequest, HelloResponse, LeaseRequest, LeaseResponse, LeasedJob, MAX_AGENT_BODY_BYTES,
-    MAX_LEASE_WAIT_SECS, PROTOCOL_VERSION, ReleaseRequest, ReleaseResponse, RenewRequest,
-    RenewResponse, SubmitResultsRequest, SubmitResultsResponse, paths,
+    MAX_ERROR_REPORT_BODY_BYTES, MAX_LEASE_WAIT_SECS, PROTOCOL_VERSION, ReleaseRequest,
+    ReleaseResponse, RenewRequest, RenewResponse, SubmitResultsRequest, SubmitResultsResponse,
+    paths,
 };
 
 /// Most leases one RENEW or RELEASE names.
@@ -38,7 +40,10 @@ pub fn routes() -> Routes {
             upload,
         )
         .map(|r| r.layer(DefaultBodyLimit::disable()));
-    json.merge(artifacts)
+    let error_reports = Routes::new(Area::Agent)
+        .post(paths::ERROR_REPORTS, agent_error_reports::receive)
+        .map(|r| r.layer(DefaultBodyLimit::max(MAX_ERROR_REPORT_BODY_BYTES)));
+    json.merge(artifacts).merge(error_reports)
 }
 
 async fn hello(

@@ -3,7 +3,8 @@
 //! Code map:
 //! - `store/`: SQLite (one writer connection + read pool), migrations, every query;
 //! - `api/`: public routes, one file per resource, plus extractors with JSON errors;
-//! - `agent_api`, `agent_artifacts`: the agent protocol of `crate::protocol`;
+//! - `agent_api`, `agent_artifacts`, `agent_error_reports`: the agent protocol of
+//!   `crate::protocol`;
 //! - `auth`, `keys`: API and agent keys (hashed at rest);
 //! - `sessions`, `hub`: session views, trigger selection, completion waits, wake-ups;
 //! - `scheduler`, `reaper`: the background loops;
@@ -23,6 +24,7 @@
 pub mod admin;
 pub mod agent_api;
 pub mod agent_artifacts;
+pub mod agent_error_reports;
 pub mod alerts;
 pub mod api;
 pub mod auth;

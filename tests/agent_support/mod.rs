@@ -20,9 +20,9 @@ use axum::{Json, Router};
 use chrono::Utc;
 use outpost::model::Pool;
 use outpost::protocol::{
-    HelloRequest, HelloResponse, LeaseRequest, LeaseResponse, LeasedJob, ReleaseRequest,
-    ReleaseResponse, RenewRequest, RenewResponse, SubmitOutcome, SubmitResultsRequest,
-    SubmitResultsResponse, SubmitStatus, paths,
+    ErrorReportsRequest, ErrorReportsResponse, HelloRequest, HelloResponse, LeaseRequest,
+    LeaseResponse, LeasedJob, ReleaseRequest, ReleaseResponse, RenewRequest, RenewResponse,
+    SubmitOutcome, SubmitResultsRequest, SubmitResultsResponse, SubmitStatus, paths,
 };
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -75,18 +75,31 @@ pub struct Script {
     pub leases: VecDeque<Vec<LeasedJob>>,
     /// Answers of the first RESULTS requests; later ones are accepted.
     pub results: VecDeque<ResultsReply>,
+    /// Every LEASE answers this status and JSON error message instead.
+    pub reject_leases: Option<(u16, String)>,
+}
+
+/// An error report request the fake control plane received.
+#[derive(Debug)]
+pub struct ReceivedReports {
+    pub auth: Option<String>,
+    pub body: ErrorReportsRequest,
 }
 
 struct Shared {
     script: Mutex<Script>,
     leases_seen: Mutex<usize>,
     events: mpsc::UnboundedSender<Event>,
+    error_reports: mpsc::UnboundedSender<ReceivedReports>,
 }
 
 /// The fake control plane.
 pub struct FakeService {
     pub addr: SocketAddr,
     pub events: mpsc::UnboundedReceiver<Event>,
+    /// Error report requests, apart from [`FakeService::events`] (they arrive whenever
+    /// the agent meets an internal error).
+    pub error_reports: mpsc::UnboundedReceiver<ReceivedReports>,
 }
 
 pub const LOCATION: &str = "test-location";
@@ -95,10 +108,12 @@ pub const LEASE_TTL_SECS: u64 = 30;
 impl FakeService {
     pub async fn start(script: Script) -> FakeService {
         let (tx, rx) = mpsc::unbounded_channel();
+        let (reports_tx, reports_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             script: Mutex::new(script),
             leases_seen: Mutex::new(0),
             events: tx,
+            error_reports: reports_tx,
         });
         let app = Router::new()
             .route(paths::HELLO, post(hello))
@@ -106,13 +121,25 @@ impl FakeService {
             .route(paths::RENEW, post(renew))
             .route(paths::RELEASE, post(release))
             .route(paths::RESULTS, post(results))
+            .route(paths::ERROR_REPORTS, post(error_reports))
             .with_state(shared);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        FakeService { addr, events: rx }
+        FakeService {
+            addr,
+            events: rx,
+            error_reports: reports_rx,
+        }
+    }
+
+    /// The next error report request.
+    pub async fn next_error_reports(&mut self) -> ReceivedReports {
+        bounded("an error report request", self.error_reports.recv())
+            .await
+            .expect("the fake service is gone")
     }
 
     pub fn url(&self) -> String {
@@ -173,6 +200,12 @@ async fn lease(State(s): State<Arc<Shared>>, Json(body): Json<LeaseRequest>) -> 
         *seen
     };
     let _ = s.events.send(Event::Lease { n, body });
+    let rejection = s.script.lock().unwrap().reject_leases.clone();
+    if let Some((code, message)) = rejection {
+        let code = StatusCode::from_u16(code).unwrap();
+        let body = serde_json::json!({"statusCode": code.as_u16(), "error": "Rejected", "message": message});
+        return (code, Json(body)).into_response();
+    }
     let jobs = s.script.lock().unwrap().leases.pop_front();
     match jobs {
         Some(jobs) => Json(LeaseResponse { jobs }).into_response(),
@@ -221,6 +254,19 @@ async fn results(State(s): State<Arc<Shared>>, Json(body): Json<SubmitResultsReq
         }
     }
     Json(SubmitResultsResponse { outcomes }).into_response()
+}
+
+async fn error_reports(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Json(body): Json<ErrorReportsRequest>,
+) -> Response {
+    let stored = body.reports.len() as u32;
+    let _ = s.error_reports.send(ReceivedReports {
+        auth: header(&headers, "authorization"),
+        body,
+    });
+    Json(ErrorReportsResponse { stored }).into_response()
 }
 
 /// A leased uptime job whose check document is `check`.

@@ -1,6 +1,7 @@
 //! End-to-end tests: real `outpost` processes (control plane, agents, `up`) and real
 //! loopback targets. Each test owns its temp dir, ports and processes.
 
+mod error_reports;
 mod harness;
 
 use std::time::{Duration, Instant};

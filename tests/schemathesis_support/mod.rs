@@ -181,3 +181,31 @@ pub fn summary(failures: &[Failure], errors: &[String]) -> String {
     }
     out
 }
+
+/// The status codes of every answer the operation `label` (`METHOD /path`) got in a
+/// schemathesis NDJSON report.
+pub fn status_codes(report: &Path, label: &str) -> Vec<u16> {
+    let text = std::fs::read_to_string(report)
+        .unwrap_or_else(|e| panic!("read the schemathesis report {}: {e}", report.display()));
+    let mut codes = Vec::new();
+    for line in text.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let Some(recorder) = event.get("ScenarioFinished").map(|s| &s["recorder"]) else {
+            continue;
+        };
+        if recorder["label"].as_str() != Some(label) {
+            continue;
+        }
+        let Some(interactions) = recorder["interactions"].as_object() else {
+            continue;
+        };
+        codes.extend(interactions.values().filter_map(|i| {
+            i["response"]["status_code"]
+                .as_u64()
+                .and_then(|c| u16::try_from(c).ok())
+        }));
+    }
+    codes
+}

@@ -26,7 +26,9 @@ use crate::service::check_secrets;
 use crate::service::context::AppState;
 use crate::service::errors::ApiError;
 use crate::service::scheduler::next_slot;
-use crate::service::store::{CheckFilter, CheckRecord, CheckWrite, ScheduleWrite, now_ms};
+use crate::service::store::{
+    CheckFilter, CheckRecord, CheckStatus, CheckWrite, ScheduleWrite, now_ms,
+};
 
 pub fn routes() -> Routes {
     let mut routes = Routes::new(Area::Public)
@@ -212,8 +214,8 @@ const FOREIGN_TYPES: [&str; 3] = ["TRACEROUTE", "SSL", "GRPC"];
 const MAX_SEARCH_LEN: usize = MAX_NAME_LEN;
 
 /// The query of `GET /v1/checks`: `limit`, `page`, `checkType`, `tag` (repeatable, any
-/// of), `search` (case-insensitive name substring). Other reference parameters are
-/// accepted and ignored.
+/// of), `search` (case-insensitive name substring), `status` (passing, failing,
+/// degraded: see [`CheckStatus`]). Other reference parameters are accepted and ignored.
 #[derive(Debug, Default, PartialEq)]
 pub struct ListQuery {
     pub paging: (i64, i64),
@@ -261,14 +263,16 @@ impl ListQuery {
                     }
                     filter.name_contains = (!value.is_empty()).then(|| value.into_owned());
                 }
-                // Validated as the reference types them; Outpost has no check groups,
-                // and `status` is not applied as a filter yet.
-                "status" if !["passing", "failing", "degraded"].contains(&value.as_ref()) => {
-                    return Err(ApiError::invalid(
-                        "status",
-                        "must be one of passing, failing, degraded",
-                    ));
-                }
+                "status" => match CheckStatus::parse(&value) {
+                    Some(status) => filter.status = Some(status),
+                    None => {
+                        return Err(ApiError::invalid(
+                            "status",
+                            "must be one of passing, failing, degraded",
+                        ));
+                    }
+                },
+                // Validated as the reference types them; Outpost has no check groups.
                 "applyGroupSettings" if !["true", "false"].contains(&value.as_ref()) => {
                     return Err(ApiError::invalid(
                         "applyGroupSettings",

@@ -116,10 +116,12 @@ fn location_with_agents(
                 "version": v,
                 "isOutdated": version_key(v) < current,
                 "count": list.len(),
+                // The reference's RunningAgentInfo: `id` and `lastSeenAt` (strings);
+                // `firstSeenAt` is Outpost's.
                 "agents": list.iter().map(|a| json!({
-                    "agentId": a.id,
-                    "firstSeen": a.first_seen_at,
-                    "lastSeen": a.last_seen_at,
+                    "id": a.id,
+                    "lastSeenAt": a.last_seen_at,
+                    "firstSeenAt": a.first_seen_at,
                 })).collect::<Vec<_>>(),
             })
         })

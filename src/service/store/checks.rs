@@ -51,6 +51,41 @@ pub struct CheckFilter {
     pub tags_any: Vec<String>,
     /// Case-insensitive substring of the name.
     pub name_contains: Option<String>,
+    /// The check's status now (see [`CheckStatus`]).
+    pub status: Option<CheckStatus>,
+}
+
+/// A check's status, as `GET /v1/checks?status=` filters it: the outcome of the
+/// check's latest FINAL result (PASSED, FAILED, DEGRADED; a synthetic timed-out result
+/// is FAILED). A heartbeat monitor is failing while its deadline is missed, else passing
+/// once it received a ping. A check without any (no run yet, a stored-only type, a
+/// heartbeat never pinged) has no status and matches none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    Passing,
+    Failing,
+    Degraded,
+}
+
+impl CheckStatus {
+    /// `passing`, `failing` or `degraded`, as the query names them.
+    pub fn parse(name: &str) -> Option<CheckStatus> {
+        match name {
+            "passing" => Some(CheckStatus::Passing),
+            "failing" => Some(CheckStatus::Failing),
+            "degraded" => Some(CheckStatus::Degraded),
+            _ => None,
+        }
+    }
+
+    /// The status column of a result with this outcome.
+    fn result_status(self) -> &'static str {
+        match self {
+            CheckStatus::Passing => "PASSED",
+            CheckStatus::Failing => "FAILED",
+            CheckStatus::Degraded => "DEGRADED",
+        }
+    }
 }
 
 /// When an activated check runs: every `interval_ms`, next at `next_run_at`.
@@ -204,18 +239,33 @@ impl Store {
         } else {
             Some(rows::to_json(&filter.tags_any, "checks")?)
         };
+        let status = filter.status.map(CheckStatus::result_status);
+        // ?4: the status as a result's status column; a heartbeat's comes from its
+        // failing flag and whether any ping arrived.
         const WHERE: &str = "account_id = ?1
               AND (?2 IS NULL OR check_type = ?2)
               AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(checks.tags) t
-                                          WHERE t.value IN (SELECT value FROM json_each(?3))))";
+                                          WHERE t.value IN (SELECT value FROM json_each(?3))))
+              AND (?4 IS NULL OR ?4 = CASE WHEN check_type = 'HEARTBEAT' THEN
+                     (SELECT CASE WHEN h.failing THEN 'FAILED'
+                                  WHEN EXISTS (SELECT 1 FROM heartbeat_events e
+                                                WHERE e.check_id = h.check_id) THEN 'PASSED'
+                             END
+                        FROM heartbeats h WHERE h.check_id = checks.id)
+                   ELSE
+                     (SELECT r.status FROM check_results r
+                       WHERE r.check_id = checks.id AND r.result_type = 'FINAL'
+                       ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1)
+                   END)";
         let Some(needle) = filter.name_contains.as_deref().map(str::to_lowercase) else {
             let found = sqlx::query(&format!(
                 "SELECT {COLUMNS} FROM checks WHERE {WHERE}
-                  ORDER BY created_at, id LIMIT ?4 OFFSET ?5"
+                  ORDER BY created_at, id LIMIT ?5 OFFSET ?6"
             ))
             .bind(account_id.to_string())
             .bind(check_type)
             .bind(tags)
+            .bind(status)
             .bind(limit)
             .bind(offset)
             .fetch_all(self.reader())
@@ -228,6 +278,7 @@ impl Store {
         .bind(account_id.to_string())
         .bind(check_type)
         .bind(tags)
+        .bind(status)
         .fetch_all(self.reader())
         .await?;
         let mut ids = Vec::new();

@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "status subscriber links",
         include_str!("../../../migrations/0007_subscriber_links.sql"),
     ),
+    (
+        8,
+        "agent error reports",
+        include_str!("../../../migrations/0008_agent_error_reports.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.

@@ -9,6 +9,7 @@ mod accounts;
 mod alerts;
 mod artifacts;
 mod checks;
+mod error_reports;
 mod heartbeats;
 mod jobs;
 mod location_usage;
@@ -26,7 +27,8 @@ pub use alerts::{
     SubscriptionWrite,
 };
 pub use artifacts::{ArtifactRecord, ArtifactTarget};
-pub use checks::{CheckFilter, CheckRecord, CheckWrite, ScheduleWrite};
+pub use checks::{CheckFilter, CheckRecord, CheckStatus, CheckWrite, ScheduleWrite};
+pub use error_reports::{ErrorReportFilter, ErrorReportRecord, MAX_ERROR_REPORTS_PER_LOCATION};
 pub use heartbeats::{
     EventCounts, EventRecord, HeartbeatPeriods, HeartbeatRow, HeartbeatWrite, NewEvent,
     NoticeWrite, TimerWrite,
