@@ -11,7 +11,19 @@ use anyhow::{Context, Result, bail};
 
 pub struct Killed(pub Child);
 impl Drop for Killed {
+    /// SIGTERM first, so that a master process (nginx) takes its workers down with it,
+    /// then SIGKILL after two seconds.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
