@@ -450,6 +450,40 @@ fn event(check_id: Uuid, state: HeartbeatState, ts: i64) -> NewEvent {
     }
 }
 
+/// Batches of any size are stored whole (several statements of bound rows in one
+/// transaction beyond the largest statement); events of unknown checks fall out.
+#[tokio::test]
+async fn event_batches_of_any_size_are_stored_whole() {
+    let (svc, _clock) = start_manual().await;
+    let created = create_heartbeat(&svc, heartbeat_body("batch", 3600, 600)).await;
+    let check: Uuid = id_and_url(&created).0.parse().unwrap();
+    let gone = Uuid::new_v4();
+    let store = svc.handle.store();
+    let mut stored = 0;
+    for size in [1usize, 3, 64, 1023, 1024, 1025, 2500] {
+        let batch: Vec<NewEvent> = (0..size)
+            .map(|i| {
+                let owner = if i % 7 == 3 { gone } else { check };
+                event(owner, HeartbeatState::Received, T0 + i as i64)
+            })
+            .collect();
+        stored += batch.iter().filter(|e| e.check_id == check).count() as i64;
+        store.insert_heartbeat_events(&batch).await.unwrap();
+        let counts = store
+            .heartbeat_event_counts(check, T0 - 1, T0 + 10_000)
+            .await
+            .unwrap();
+        assert_eq!(counts.total, stored, "after a batch of {size}");
+        assert_eq!(counts.successes, stored);
+        let none = store
+            .heartbeat_event_counts(gone, T0 - 1, T0 + 10_000)
+            .await
+            .unwrap();
+        assert_eq!(none.total, 0);
+    }
+    svc.stop().await;
+}
+
 #[tokio::test]
 async fn events_endpoint_defaults_limits_and_exact_stats() {
     use HeartbeatState::*;

@@ -49,8 +49,7 @@ pub struct HeartbeatWrite {
 }
 
 /// An event to store.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
     pub id: Uuid,
     pub check_id: Uuid,
@@ -136,24 +135,68 @@ fn heartbeat_from_row(r: &SqliteRow) -> Result<HeartbeatRow, StoreError> {
     })
 }
 
-/// Inserts heartbeat events in one statement. Events of checks deleted while their
-/// pings were in flight are dropped.
-async fn insert_events<'e, E>(events: &[NewEvent], executor: E) -> Result<(), StoreError>
-where
-    E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
-{
-    sqlx::query(
-        "INSERT INTO heartbeat_events (id, check_id, state, ts, method, source,
-                                       user_agent, body)
-         SELECT e.value ->> 'id', e.value ->> 'checkId', e.value ->> 'state',
-                e.value ->> 'ts', e.value ->> 'method', e.value ->> 'source',
-                e.value ->> 'userAgent', e.value ->> 'body'
-           FROM json_each(?) e
-          WHERE EXISTS (SELECT 1 FROM checks c WHERE c.id = e.value ->> 'checkId')",
-    )
-    .bind(rows::to_json(&events, "heartbeat_events")?)
-    .execute(executor)
-    .await?;
+/// Rows of the largest events INSERT; a batch with more goes in several statements.
+const MAX_EVENT_ROWS: usize = 1024;
+
+/// `INSERT ... SELECT ... FROM (VALUES (?, ...), ...)` of `rows` rows of bound
+/// parameters, for `rows` a power of two: a handful of distinct statements, each
+/// prepared once and kept in the connection's statement cache. Padding rows are all
+/// NULL and fall out with the events of checks deleted while their pings were in
+/// flight (no such check).
+fn insert_events_sql(rows: usize) -> &'static str {
+    static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let statements = STATEMENTS.get_or_init(|| {
+        (0..=MAX_EVENT_ROWS.trailing_zeros())
+            .map(|shift| {
+                let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; 1 << shift].join(", ");
+                format!(
+                    "INSERT INTO heartbeat_events (id, check_id, state, ts, method, source,
+                                                   user_agent, body)
+                     SELECT v.column1, v.column2, v.column3, v.column4, v.column5,
+                            v.column6, v.column7, v.column8
+                       FROM (VALUES {values}) v
+                      WHERE EXISTS (SELECT 1 FROM checks c WHERE c.id = v.column2)"
+                )
+            })
+            .collect()
+    });
+    let shift = rows.next_power_of_two().trailing_zeros() as usize;
+    statements.get(shift).map_or("", String::as_str)
+}
+
+/// Inserts heartbeat events, [`MAX_EVENT_ROWS`] per statement, with bound parameters
+/// (no JSON to write and parse). Events of checks deleted while their pings were in
+/// flight are dropped. More than one statement only inside a transaction.
+async fn insert_events(
+    events: &[NewEvent],
+    conn: &mut sqlx::SqliteConnection,
+) -> Result<(), StoreError> {
+    for chunk in events.chunks(MAX_EVENT_ROWS) {
+        let mut query = sqlx::query(insert_events_sql(chunk.len()));
+        for e in chunk {
+            query = query
+                .bind(e.id.to_string())
+                .bind(e.check_id.to_string())
+                .bind(e.state.as_str())
+                .bind(e.ts)
+                .bind(e.method.as_deref())
+                .bind(e.source.as_deref())
+                .bind(e.user_agent.as_deref())
+                .bind(e.body.as_deref());
+        }
+        for _ in chunk.len()..chunk.len().next_power_of_two() {
+            query = query
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(None::<i64>)
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(None::<&str>);
+        }
+        query.execute(&mut *conn).await?;
+    }
     Ok(())
 }
 
@@ -273,17 +316,17 @@ impl Store {
         timers: &[TimerWrite],
         notices: &[NoticeWrite],
     ) -> Result<Vec<i64>, StoreError> {
-        if timers.is_empty() && notices.is_empty() {
+        if timers.is_empty() && notices.is_empty() && events.len() <= MAX_EVENT_ROWS {
             // The common batch, pings only: one statement is atomic on its own, so it
             // goes in one round trip to the writer, without BEGIN and COMMIT.
             if !events.is_empty() {
-                insert_events(events, self.writer()).await?;
+                insert_events(events, &mut *self.writer().acquire().await?).await?;
             }
             return Ok(Vec::new());
         }
         let mut tx = self.writer().begin().await?;
         if !events.is_empty() {
-            insert_events(events, &mut *tx).await?;
+            insert_events(events, &mut tx).await?;
         }
         if !timers.is_empty() {
             sqlx::query(
