@@ -390,7 +390,7 @@ impl BoundService {
             status_worker,
             ..
         } = self;
-        let engine = tokio::spawn(engine.run());
+        let engine = engine.spawn_on_own_thread()?;
         let dispatcher = tokio::spawn(dispatcher.run(ctx.stop.clone()));
         let status_worker = tokio::spawn(status_worker.run(ctx.stop.clone()));
         let replay = {

@@ -135,6 +135,29 @@ impl Engine {
         }
     }
 
+    /// Runs the engine ([`Engine::run`]) on a thread of its own, with a single-threaded
+    /// runtime: the serial path of every ping (batch, commit, answers) never waits in the
+    /// queues of the HTTP server's worker threads behind connection tasks. The returned
+    /// task ends when the engine does.
+    pub fn spawn_on_own_thread(self) -> std::io::Result<tokio::task::JoinHandle<()>> {
+        let (done, ended) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("heartbeat-engine".into())
+            .spawn(move || {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime.block_on(self.run()),
+                    Err(e) => tracing::error!(error = %e, "cannot start the heartbeat engine"),
+                }
+                let _ = done.send(());
+            })?;
+        Ok(tokio::spawn(async move {
+            let _ = ended.await;
+        }))
+    }
+
     /// Runs until a `Stop` command (or until every sender is gone).
     pub async fn run(mut self) {
         let mut commands = Vec::with_capacity(MAX_BATCH);
