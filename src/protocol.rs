@@ -114,9 +114,10 @@ pub struct LeasedJob {
     pub check_id: Uuid,
     pub session_id: Uuid,
     pub run_location: String,
-    /// The check document, parsed by the agent into a `CheckSpec`. Kept raw so that one
-    /// malformed job yields an error result for that job instead of breaking the batch.
-    pub check: serde_json::Value,
+    /// The check document, parsed by the agent into a `CheckSpec`. Kept raw (the JSON
+    /// text as stored) so that one malformed job yields an error result for that job
+    /// instead of breaking the batch, and so that neither side builds a JSON tree of it.
+    pub check: Box<serde_json::value::RawValue>,
 }
 
 /// Identifies one lease of one job.

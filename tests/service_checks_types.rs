@@ -366,14 +366,14 @@ async fn secret_variables_are_masked_in_answers_but_reach_agents() {
     agent.hello().await;
     let jobs = agent.lease(10, 0).await;
     assert_eq!(jobs.len(), 1);
-    let check = &jobs[0].check;
+    let check: Value = serde_json::from_str(jobs[0].check.get()).unwrap();
     assert_eq!(
         check["environmentVariables"][1]["value"],
         "tok-s3cr3t-value"
     );
     assert_eq!(check["environmentVariables"][1]["secret"], true);
     assert_eq!(check["environmentVariables"][2]["value"], "4711-locked");
-    let Ok(CheckSpec::Api(spec)) = CheckSpec::from_document(check) else {
+    let Ok(CheckSpec::Api(spec)) = CheckSpec::from_json(jobs[0].check.get()) else {
         panic!("the job is not an API check: {check}")
     };
     assert_eq!(spec.environment_variables.len(), 3);
@@ -609,7 +609,7 @@ async fn tcp_sessions_and_results_carry_the_stored_type() {
     agent.hello().await;
     let jobs = agent.lease(10, 0).await;
     assert_eq!(jobs.len(), 1);
-    let spec = CheckSpec::from_document(&jobs[0].check).unwrap();
+    let spec = CheckSpec::from_json(jobs[0].check.get()).unwrap();
     assert_eq!(spec.check_type(), CheckType::Tcp);
     let CheckSpec::Tcp(tcp) = spec else {
         panic!("not a TCP monitor")

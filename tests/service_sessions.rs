@@ -141,8 +141,9 @@ async fn session_passes_with_exactly_one_final_result() {
     assert_eq!(job.check_id.to_string(), check_id);
     assert_eq!(job.session_id.to_string(), sid);
     assert_eq!(job.run_location, "local");
-    assert_eq!(job.check["request"]["url"], "http://127.0.0.1:9/");
-    assert!(outpost::model::CheckSpec::from_document(&job.check).is_ok());
+    let check: serde_json::Value = serde_json::from_str(job.check.get()).unwrap();
+    assert_eq!(check["request"]["url"], "http://127.0.0.1:9/");
+    assert!(outpost::model::CheckSpec::from_json(job.check.get()).is_ok());
     assert!(
         agent.lease(10, 0).await.is_empty(),
         "a leased job is not leased twice"

@@ -112,7 +112,7 @@ impl Dispatcher {
             job_id: job.job_id,
             lease_id: job.lease_id,
         };
-        match CheckSpec::from_document(&job.check) {
+        match CheckSpec::from_json(job.check.get()) {
             Ok(spec) => {
                 self.ctx.leases.insert(lease, job.pool, Phase::Queued);
                 let task = tokio::spawn(run_job(
@@ -125,7 +125,7 @@ impl Dispatcher {
                 tracing::debug!(job_id = %job.job_id, pool = job.pool.as_str(), "job queued");
             }
             Err(e) => {
-                let check_type = document_check_type(&job.check).unwrap_or(match job.pool {
+                let check_type = document_check_type(job.check.get()).unwrap_or(match job.pool {
                     Pool::Uptime => CheckType::Url,
                     Pool::Heavy => CheckType::Browser,
                 });
@@ -160,8 +160,10 @@ impl JobContext {
 }
 
 /// The check type a document names, if it names a known one.
-fn document_check_type(doc: &serde_json::Value) -> Option<CheckType> {
-    doc.get("checkType")
+fn document_check_type(doc: &str) -> Option<CheckType> {
+    serde_json::from_str::<serde_json::Value>(doc)
+        .ok()?
+        .get("checkType")
         .and_then(serde_json::Value::as_str)
         .and_then(CheckType::parse)
 }

@@ -191,7 +191,9 @@ pub async fn run_check_with_artifacts(spec: &CheckSpec, env: &ExecEnv) -> RunOut
     let limit = env.run_timeout(check_type);
     let started = Utc::now();
     let start = std::time::Instant::now();
-    let run = async {
+    // Boxed: the executors' futures are large, and the future of a job is moved whole
+    // when it is spawned (a memmove of kilobytes per check otherwise).
+    let run = Box::pin(async {
         match spec {
             CheckSpec::Url(u) => url::run_url_monitor(u, env).await,
             CheckSpec::Api(a) => api::run_api_check(a, env).await,
@@ -199,7 +201,7 @@ pub async fn run_check_with_artifacts(spec: &CheckSpec, env: &ExecEnv) -> RunOut
             CheckSpec::Dns(d) => (d.run(env).await, None),
             CheckSpec::Icmp(i) => (i.run(env).await, None),
         }
-    };
+    });
     let (mut result, failed) = match tokio::time::timeout(limit + Duration::from_secs(1), run).await
     {
         Ok(outcome) => outcome,
@@ -208,7 +210,7 @@ pub async fn run_check_with_artifacts(spec: &CheckSpec, env: &ExecEnv) -> RunOut
     let mut artifacts = Vec::new();
     if let Some(hop) = failed.filter(|_| env.network_diagnostics) {
         let left = limit.saturating_sub(start.elapsed());
-        let diagnosis = netdiag::diagnose_hop(env, &hop, left).await;
+        let diagnosis = Box::pin(netdiag::diagnose_hop(env, &hop, left)).await;
         result.diagnostics = Some(diagnosis.diagnostics);
         result.artifacts = diagnosis.artifacts.iter().map(|a| a.reference()).collect();
         artifacts = diagnosis.artifacts;

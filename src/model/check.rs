@@ -170,6 +170,35 @@ impl CheckSpec {
         spec.validate()?;
         Ok(spec)
     }
+
+    /// Like [`CheckSpec::from_document`], from the document's JSON text (what agents
+    /// lease). URL and API documents, the bulk of the work, are deserialized straight
+    /// from the text without a JSON tree in between; other types, and any document the
+    /// direct way refuses, go through [`CheckSpec::from_document`], so the answer and
+    /// every error message are the same either way.
+    pub fn from_json(text: &str) -> Result<CheckSpec, ValidationError> {
+        #[derive(Deserialize)]
+        struct Kind<'a> {
+            #[serde(rename = "checkType", borrow, default)]
+            check_type: Option<&'a str>,
+        }
+        if let Ok(Kind {
+            check_type: Some(name),
+        }) = serde_json::from_str::<Kind>(text)
+        {
+            let direct = match CheckType::parse(name) {
+                Some(CheckType::Url) => serde_json::from_str(text).ok().map(CheckSpec::Url),
+                Some(CheckType::Api) => serde_json::from_str(text).ok().map(CheckSpec::Api),
+                _ => None,
+            };
+            if let Some(spec) = direct.filter(|s| s.validate().is_ok()) {
+                return Ok(spec);
+            }
+        }
+        let doc: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| ValidationError::new("body", format!("is not JSON: {e}")))?;
+        CheckSpec::from_document(&doc)
+    }
 }
 
 /// Deserializes one check type's spec with an error that names the offending field by
@@ -1724,6 +1753,37 @@ fn precheck_field<'a, T: Deserialize<'a>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `from_json` answers exactly what `from_document` answers, errors included.
+    #[test]
+    fn from_json_agrees_with_from_document() {
+        let documents = [
+            r#"{"checkType":"URL","request":{"url":"http://127.0.0.1:8080/x","assertions":[{"source":"STATUS_CODE","comparison":"EQUALS","target":"200"}]},"maxResponseTime":3000}"#,
+            r#"{"checkType":"URL","request":{"url":"http://a/","url":"http://b/"}}"#,
+            r#"{"checkType":"URL","request":{}}"#,
+            r#"{"checkType":"URL","request":{"url":"http://a/","ipFamily":"IPv5"}}"#,
+            r#"{"checkType":"URL","request":{"url":"http://a/"},"maxResponseTime":-1}"#,
+            r#"{"checkType":"API","request":{"method":"POST","url":"https://a/b","body":"{}","bodyType":"JSON","assertions":[{"source":"JSON_BODY","property":"$.a","comparison":"EQUALS","target":"1"}]}}"#,
+            r#"{"checkType":"API","request":{"url":"https://a/b"}}"#,
+            r#"{"checkType":"TCP","request":{"hostname":"127.0.0.1","port":22}}"#,
+            r#"{"checkType":"TCP","request":{"hostname":"127.0.0.1","port":"22"}}"#,
+            r#"{"checkType":"BROWSER","script":"x"}"#,
+            r#"{"checkType":"SOMETHING"}"#,
+            r#"{"request":{"url":"http://a/"}}"#,
+            r#""a string""#,
+            r#"{"checkType":"URL","request":{"url":"http://a/"}}"#,
+        ];
+        for text in documents {
+            let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                CheckSpec::from_json(text),
+                CheckSpec::from_document(&doc),
+                "{text}"
+            );
+        }
+        let not_json = CheckSpec::from_json("{oops").unwrap_err();
+        assert_eq!(not_json.field, "body");
+    }
     use serde_json::json;
 
     #[test]

@@ -81,7 +81,10 @@ fn leased_job(g: LeaseGrant) -> LeasedJob {
         run_location: g.run_location,
         // A payload that is not JSON reaches the agent as a string; it reports an
         // invalid-job result for it instead of the whole batch failing here.
-        check: serde_json::from_str(&g.payload).unwrap_or(serde_json::Value::String(g.payload)),
+        check: serde_json::from_str(&g.payload).unwrap_or_else(|_| {
+            serde_json::value::to_raw_value(&g.payload)
+                .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
+        }),
     }
 }
 

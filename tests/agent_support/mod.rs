@@ -279,7 +279,7 @@ pub fn job(check: serde_json::Value) -> LeasedJob {
         check_id: Uuid::new_v4(),
         session_id: Uuid::new_v4(),
         run_location: LOCATION.to_owned(),
-        check,
+        check: serde_json::value::to_raw_value(&check).unwrap(),
     }
 }
 

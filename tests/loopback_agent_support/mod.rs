@@ -175,11 +175,11 @@ async fn forward(
         match serde_json::from_slice::<LeaseResponse>(&bytes) {
             Ok(mut lease) => {
                 for job in &mut lease.jobs {
-                    job.check = jail
+                    let document = jail
                         .documents
                         .get(&job.check_id.to_string())
-                        .unwrap_or(&jail.fallback)
-                        .clone();
+                        .unwrap_or(&jail.fallback);
+                    job.check = serde_json::value::to_raw_value(document).unwrap();
                 }
                 Bytes::from(serde_json::to_vec(&lease).unwrap())
             }
