@@ -42,7 +42,7 @@ impl Store {
             .bind(id.to_string())
             .bind(name)
             .bind(now)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(Account {
             id,
@@ -55,7 +55,7 @@ impl Store {
     pub async fn account(&self, id: Uuid) -> Result<Option<Account>, StoreError> {
         let row = sqlx::query("SELECT id, name, created_at FROM accounts WHERE id = ?")
             .bind(id.to_string())
-            .fetch_optional(self.reader())
+            .fetch_optional(&mut *self.read().await?)
             .await?;
         row.map(|r| {
             Ok(Account {
@@ -71,7 +71,7 @@ impl Store {
     pub async fn list_accounts(&self) -> Result<Vec<Account>, StoreError> {
         let found =
             sqlx::query("SELECT id, name, created_at FROM accounts ORDER BY created_at, id")
-                .fetch_all(self.reader())
+                .fetch_all(&mut *self.read().await?)
                 .await?;
         found
             .iter()
@@ -104,7 +104,7 @@ impl Store {
         .bind(&key.masked)
         .bind(now)
         .bind(account_id.to_string())
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("account"));
@@ -128,7 +128,7 @@ impl Store {
              WHERE account_id = ? AND revoked_at IS NULL ORDER BY created_at, id",
         )
         .bind(account_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()
@@ -153,7 +153,7 @@ impl Store {
         .bind(now_ms())
         .bind(key_id.to_string())
         .bind(account_id.to_string())
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -167,7 +167,7 @@ impl Store {
             "SELECT account_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
         )
         .bind(keys::hash(presented))
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.map(|r| rows::uuid(&r, "account_id", "api_keys"))
             .transpose()

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use sqlx::Connection;
 use sqlx::Row;
 use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
@@ -216,7 +217,7 @@ impl Store {
               WHERE channel_id IN (SELECT value FROM json_each(?)) ORDER BY id",
         )
         .bind(rows::to_json(&ids, "alert_subscriptions")?)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         let mut by_channel: HashMap<i64, Vec<SubscriptionRecord>> = HashMap::new();
         for r in &found {
@@ -236,7 +237,8 @@ impl Store {
         channel: &ChannelWrite,
         now: i64,
     ) -> Result<ChannelRecord, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO alert_channels (account_id, type, config, send_recovery, send_failure,
                  send_degraded, ssl_expiry, ssl_expiry_threshold, auto_subscribe, created_at,
@@ -259,7 +261,7 @@ impl Store {
             upsert_subscription_row(&mut tx, account_id, id, *s).await?;
         }
         tx.commit().await?;
-        self.get_channel_on(account_id, id, self.writer())
+        self.get_channel_on(account_id, id, &mut conn)
             .await?
             .ok_or(StoreError::NotFound("alert channel"))
     }
@@ -273,7 +275,8 @@ impl Store {
         channel: &ChannelWrite,
         now: i64,
     ) -> Result<Option<ChannelRecord>, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let done = sqlx::query(
             "UPDATE alert_channels SET type = ?, config = ?, send_recovery = ?, send_failure = ?,
                     send_degraded = ?, ssl_expiry = ?, ssl_expiry_threshold = ?,
@@ -306,21 +309,21 @@ impl Store {
             }
         }
         tx.commit().await?;
-        self.get_channel_on(account_id, id, self.writer()).await
+        self.get_channel_on(account_id, id, &mut conn).await
     }
 
     async fn get_channel_on(
         &self,
         account_id: Uuid,
         id: i64,
-        pool: &sqlx::SqlitePool,
+        conn: &mut sqlx::SqliteConnection,
     ) -> Result<Option<ChannelRecord>, StoreError> {
         let row = sqlx::query(&format!(
             "SELECT {CHANNEL_COLUMNS} FROM alert_channels WHERE id = ? AND account_id = ?"
         ))
         .bind(id)
         .bind(account_id.to_string())
-        .fetch_optional(pool)
+        .fetch_optional(&mut *conn)
         .await?;
         let Some(row) = row else {
             return Ok(None);
@@ -331,7 +334,7 @@ impl Store {
               WHERE channel_id = ? ORDER BY id",
         )
         .bind(id)
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await?
         .iter()
         .map(subscription_from_row)
@@ -345,7 +348,8 @@ impl Store {
         account_id: Uuid,
         id: i64,
     ) -> Result<Option<ChannelRecord>, StoreError> {
-        self.get_channel_on(account_id, id, self.reader()).await
+        self.get_channel_on(account_id, id, &mut *self.read().await?)
+            .await
     }
 
     /// A page of the account's channels, oldest first, with their subscriptions.
@@ -362,7 +366,7 @@ impl Store {
         .bind(account_id.to_string())
         .bind(limit)
         .bind(offset)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         let channels = found
             .iter()
@@ -376,7 +380,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM alert_channels WHERE id = ? AND account_id = ?")
             .bind(id)
             .bind(account_id.to_string())
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -389,7 +393,8 @@ impl Store {
         channel_id: i64,
         subscription: SubscriptionWrite,
     ) -> Result<Option<SubscriptionRecord>, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let found: Option<i64> =
             sqlx::query_scalar("SELECT id FROM alert_channels WHERE id = ? AND account_id = ?")
                 .bind(channel_id)
@@ -416,7 +421,7 @@ impl Store {
         )
         .bind(account_id.to_string())
         .bind(rows::to_json(&ids, "alert_channels")?)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         Ok(found.into_iter().collect())
     }
@@ -434,7 +439,7 @@ impl Store {
         )
         .bind(account_id.to_string())
         .bind(all)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?)
     }
 
@@ -450,7 +455,7 @@ impl Store {
         )
         .bind(account_id.to_string())
         .bind(rows::to_json(&ids, "checks")?)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()
@@ -472,7 +477,7 @@ impl Store {
         )
         .bind(account_id.to_string())
         .bind(rows::to_json(&ids, "alert_subscriptions")?)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         let mut out: HashMap<Uuid, Vec<CheckSubscription>> = HashMap::new();
         for r in &found {
@@ -500,7 +505,7 @@ impl Store {
         ))
         .bind(account_id.to_string())
         .bind(check_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(channel_from_row).collect()
     }
@@ -509,7 +514,7 @@ impl Store {
     pub async fn pending_notices(&self, limit: i64) -> Result<Vec<OutboxRecord>, StoreError> {
         let found = sqlx::query("SELECT id, notice FROM alert_outbox ORDER BY id LIMIT ?")
             .bind(limit)
-            .fetch_all(self.reader())
+            .fetch_all(&mut *self.read().await?)
             .await?;
         found
             .iter()
@@ -526,7 +531,7 @@ impl Store {
     pub async fn remove_notice(&self, id: i64) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM alert_outbox WHERE id = ?")
             .bind(id)
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(())
     }

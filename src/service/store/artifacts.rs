@@ -50,7 +50,7 @@ impl Store {
         .bind(lease_id.to_string())
         .bind(location_id.to_string())
         .bind(now)
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.map(|r| {
             Ok(ArtifactTarget {
@@ -91,7 +91,7 @@ impl Store {
         .bind(path)
         .bind(size)
         .bind(now)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(ArtifactRecord {
             id,
@@ -118,7 +118,7 @@ impl Store {
         .bind(job_id.to_string())
         .bind(lease_id.to_string())
         .bind(account_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(artifact_from_row).collect()
     }
@@ -133,7 +133,7 @@ impl Store {
               WHERE session_id = ? ORDER BY created_at, id",
         )
         .bind(session_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(artifact_from_row).collect()
     }

@@ -2,6 +2,7 @@
 //! schedule row of every activated check.
 
 use chrono::{DateTime, Utc};
+use sqlx::Connection;
 use sqlx::Row;
 use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
@@ -130,7 +131,8 @@ impl Store {
         schedule: Option<ScheduleWrite>,
         now: i64,
     ) -> Result<CheckRecord, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         insert_check_row(&mut tx, account_id, id, check, now).await?;
         if let Some(s) = schedule {
             sqlx::query(
@@ -157,7 +159,8 @@ impl Store {
         schedule: Option<ScheduleWrite>,
         now: i64,
     ) -> Result<Option<CheckRecord>, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let Some(created_at) = update_check_row(&mut tx, account_id, id, check, now).await? else {
             return Ok(None);
         };
@@ -199,7 +202,7 @@ impl Store {
         ))
         .bind(id.to_string())
         .bind(account_id.to_string())
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.as_ref().map(check_from_row).transpose()
     }
@@ -218,7 +221,7 @@ impl Store {
         .bind(account_id.to_string())
         .bind(limit)
         .bind(offset)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(check_from_row).collect()
     }
@@ -268,7 +271,7 @@ impl Store {
             .bind(status)
             .bind(limit)
             .bind(offset)
-            .fetch_all(self.reader())
+            .fetch_all(&mut *self.read().await?)
             .await?;
             return found.iter().map(check_from_row).collect();
         };
@@ -279,7 +282,7 @@ impl Store {
         .bind(check_type)
         .bind(tags)
         .bind(status)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         let mut ids = Vec::new();
         for r in &names {
@@ -301,7 +304,7 @@ impl Store {
         ))
         .bind(account_id.to_string())
         .bind(rows::to_json(&page, "checks")?)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(check_from_row).collect()
     }
@@ -314,7 +317,8 @@ impl Store {
         account_id: Uuid,
         id: Uuid,
     ) -> Result<Option<Vec<Uuid>>, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let sessions = sqlx::query(
             "SELECT DISTINCT session_id FROM artifacts WHERE session_id IN
                (SELECT id FROM check_sessions WHERE check_id = ? AND account_id = ?)",
@@ -344,7 +348,7 @@ impl Store {
         let row =
             sqlx::query("SELECT interval_ms, next_run_at FROM check_schedules WHERE check_id = ?")
                 .bind(id.to_string())
-                .fetch_optional(self.reader())
+                .fetch_optional(&mut *self.read().await?)
                 .await?;
         row.map(|r| {
             Ok(ScheduleWrite {

@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
+use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -67,7 +68,8 @@ impl Store {
                 })
             })
             .collect();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let done = sqlx::query(
             "INSERT INTO agent_error_reports (id, account_id, location_id, event, message,
                  backtrace, agent_version, platform, runtime, first_seen_at, last_seen_at,
@@ -116,7 +118,7 @@ impl Store {
         .bind(filter.account_id.map(|id| id.to_string()))
         .bind(filter.location_id.map(|id| id.to_string()))
         .bind(filter.limit)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()

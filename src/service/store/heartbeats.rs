@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::Connection;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
@@ -237,7 +238,8 @@ impl Store {
         subscriptions: &[CheckSubscription],
         now: i64,
     ) -> Result<CheckRecord, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         insert_check_row(&mut tx, account_id, id, check, now).await?;
         sqlx::query(
             "INSERT INTO heartbeats (check_id, account_id, token, period_ms, grace_ms)
@@ -267,7 +269,8 @@ impl Store {
         subscriptions: Option<&[CheckSubscription]>,
         now: i64,
     ) -> Result<Option<CheckRecord>, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let Some(created_at) = update_check_row(&mut tx, account_id, id, check, now).await? else {
             return Ok(None);
         };
@@ -293,7 +296,9 @@ impl Store {
 
     /// Every heartbeat monitor (at start).
     pub async fn heartbeat_rows(&self) -> Result<Vec<HeartbeatRow>, StoreError> {
-        let found = sqlx::query(ROW_QUERY).fetch_all(self.reader()).await?;
+        let found = sqlx::query(ROW_QUERY)
+            .fetch_all(&mut *self.read().await?)
+            .await?;
         found.iter().map(heartbeat_from_row).collect()
     }
 
@@ -302,7 +307,7 @@ impl Store {
         // Read through the writer: the caller has just committed a change to it.
         let row = sqlx::query(&format!("{ROW_QUERY} WHERE h.check_id = ?"))
             .bind(check_id.to_string())
-            .fetch_optional(self.writer())
+            .fetch_optional(&mut *self.write().await?)
             .await?;
         row.as_ref().map(heartbeat_from_row).transpose()
     }
@@ -320,11 +325,12 @@ impl Store {
             // The common batch, pings only: one statement is atomic on its own, so it
             // goes in one round trip to the writer, without BEGIN and COMMIT.
             if !events.is_empty() {
-                insert_events(events, &mut *self.writer().acquire().await?).await?;
+                insert_events(events, &mut *self.write().await?).await?;
             }
             return Ok(Vec::new());
         }
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         if !events.is_empty() {
             insert_events(events, &mut tx).await?;
         }
@@ -377,7 +383,7 @@ impl Store {
         .bind(after)
         .bind(until)
         .bind(limit)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(event_from_row).collect()
     }
@@ -394,7 +400,7 @@ impl Store {
         )
         .bind(check_id.to_string())
         .bind(id.to_string())
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.as_ref().map(event_from_row).transpose()
     }
@@ -414,7 +420,7 @@ impl Store {
         .bind(check_id.to_string())
         .bind(after)
         .bind(until)
-        .fetch_one(self.reader())
+        .fetch_one(&mut *self.read().await?)
         .await?;
         Ok(EventCounts {
             total: row.try_get("total")?,

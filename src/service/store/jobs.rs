@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
+use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -190,7 +191,8 @@ impl Store {
     ) -> Result<Vec<LeaseGrant>, StoreError> {
         let mut grants = Vec::new();
         let expires = now + ttl_ms;
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         for pool in [Pool::Uptime, Pool::Heavy] {
             let want = capacity.get(pool).min(MAX_LEASE_BATCH);
             if want == 0 {
@@ -275,7 +277,7 @@ impl Store {
         .bind(lease_refs_json(leases)?)
         .bind(location_id.to_string())
         .bind(now)
-        .fetch_all(self.writer())
+        .fetch_all(&mut *self.write().await?)
         .await?;
         found
             .iter()
@@ -300,7 +302,8 @@ impl Store {
             return Ok(0);
         }
         let refs = lease_refs_json(leases)?;
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let requeued = sqlx::query(
             "UPDATE jobs SET state = 0, lease_id = NULL, leased_by = NULL, lease_expires_at = NULL
                FROM json_each(?1) x
@@ -342,7 +345,8 @@ impl Store {
             return Ok(SubmitReport::default());
         }
         let refs: Vec<LeaseRef> = results.iter().map(SubmittedResult::lease).collect();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let found = sqlx::query(
             "SELECT x.key AS idx, j.id AS job_id, j.state, j.lease_id, j.lease_expires_at,
                     j.location_id, j.session_id, j.check_id, j.account_id, j.run_location,
@@ -438,7 +442,8 @@ impl Store {
         queued_max_age_ms: i64,
     ) -> Result<ReapReport, StoreError> {
         let mut report = ReapReport::default();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let dropped = sqlx::query(
             "DELETE FROM jobs WHERE state = 1 AND lease_expires_at <= ? AND cancelled = 1",
         )
@@ -523,7 +528,7 @@ impl Store {
         )
         .bind(now)
         .bind(now - queued_max_age_ms)
-        .fetch_one(self.reader())
+        .fetch_one(&mut *self.read().await?)
         .await?;
         Ok(needed)
     }
@@ -535,7 +540,7 @@ impl Store {
             "UPDATE jobs SET lease_expires_at = max(lease_expires_at, ?) WHERE state = 1",
         )
         .bind(now + ttl_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected())
     }
@@ -546,7 +551,7 @@ impl Store {
             "SELECT (SELECT count(*) FROM jobs WHERE state = 0) AS queued,
                     (SELECT count(*) FROM jobs WHERE state = 1) AS leased",
         )
-        .fetch_one(self.reader())
+        .fetch_one(&mut *self.read().await?)
         .await?;
         Ok((r.try_get("queued")?, r.try_get("leased")?))
     }

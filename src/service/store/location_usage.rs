@@ -3,6 +3,7 @@
 //! agents that said HELLO and the location's live job queue.
 
 use chrono::{DateTime, Utc};
+use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -76,7 +77,7 @@ impl Store {
              WHERE account_id = ? ORDER BY created_at, id"
         ))
         .bind(account_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(record_from_row).collect()
     }
@@ -92,7 +93,7 @@ impl Store {
         ))
         .bind(account_id.to_string())
         .bind(id.to_string())
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.as_ref().map(record_from_row).transpose()
     }
@@ -119,7 +120,7 @@ impl Store {
         .bind(now_ms())
         .bind(account_id.to_string())
         .bind(id.to_string())
-        .fetch_optional(self.writer())
+        .fetch_optional(&mut *self.write().await?)
         .await?;
         row.as_ref().map(record_from_row).transpose()
     }
@@ -133,7 +134,7 @@ impl Store {
         let n: i64 = sqlx::query_scalar(CHECKS_USING)
             .bind(account_id.to_string())
             .bind(slug)
-            .fetch_one(self.reader())
+            .fetch_one(&mut *self.read().await?)
             .await?;
         Ok(n)
     }
@@ -145,7 +146,8 @@ impl Store {
         account_id: Uuid,
         id: Uuid,
     ) -> Result<LocationDeletion, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let slug: Option<String> = sqlx::query_scalar(
             "SELECT slug_name FROM private_locations WHERE account_id = ? AND id = ?",
         )
@@ -180,7 +182,7 @@ impl Store {
              WHERE location_id = ? ORDER BY last_seen_at DESC, id",
         )
         .bind(location_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()
@@ -204,7 +206,7 @@ impl Store {
                FROM jobs WHERE location_id = ?",
         )
         .bind(location_id.to_string())
-        .fetch_one(self.reader())
+        .fetch_one(&mut *self.read().await?)
         .await?;
         Ok(QueueStats {
             queued: row.try_get("queued")?,

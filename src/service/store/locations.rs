@@ -2,6 +2,7 @@
 //! that said HELLO.
 
 use chrono::{DateTime, Utc};
+use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -85,7 +86,8 @@ impl Store {
         }
         let id = Uuid::new_v4();
         let now = now_ms();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let taken =
             sqlx::query("SELECT 1 FROM private_locations WHERE account_id = ? AND slug_name = ?")
                 .bind(account_id.to_string())
@@ -130,7 +132,7 @@ impl Store {
              WHERE account_id = ? ORDER BY created_at, id",
         )
         .bind(account_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(location_from_row).collect()
     }
@@ -147,7 +149,7 @@ impl Store {
         )
         .bind(account_id.to_string())
         .bind(id.to_string())
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.as_ref().map(location_from_row).transpose()
     }
@@ -161,7 +163,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM private_locations WHERE account_id = ? AND id = ?")
             .bind(account_id.to_string())
             .bind(id.to_string())
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -175,7 +177,8 @@ impl Store {
         let key = keys::generate(keys::AGENT_KEY_PREFIX);
         let id = Uuid::new_v4();
         let now = now_ms();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let row = sqlx::query(
             "SELECT (SELECT count(*) FROM private_locations WHERE id = ?1) AS found,
                     (SELECT count(*) FROM location_keys
@@ -228,7 +231,7 @@ impl Store {
              WHERE location_id = ? AND revoked_at IS NULL ORDER BY created_at, id",
         )
         .bind(location_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()
@@ -256,7 +259,7 @@ impl Store {
         .bind(now_ms())
         .bind(key_id.to_string())
         .bind(location_id.to_string())
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -275,7 +278,7 @@ impl Store {
               WHERE k.key_hash = ? AND k.revoked_at IS NULL",
         )
         .bind(keys::hash(presented))
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.map(|r| {
             Ok(LocationAuth {
@@ -304,7 +307,7 @@ impl Store {
         .bind(location_id.to_string())
         .bind(version)
         .bind(now)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
-use sqlx::SqlitePool;
+use sqlx::SqliteConnection;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 /// Every migration, in order: (version, description, SQL).
@@ -76,7 +76,7 @@ impl MigrationSource<'static> for Embedded {
 }
 
 /// Applies the migrations not yet applied.
-pub(super) async fn run(pool: &SqlitePool) -> Result<(), sqlx::migrate::MigrateError> {
+pub(super) async fn run(conn: &mut SqliteConnection) -> Result<(), sqlx::migrate::MigrateError> {
     let migrator = Migrator::new(Embedded).await?;
-    migrator.run(pool).await
+    migrator.run(conn).await
 }

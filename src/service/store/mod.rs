@@ -1,7 +1,8 @@
 //! The store: SQLite through sqlx with runtime-checked queries.
 //!
 //! One writer connection serialises every write (no SQLITE_BUSY storms between our own
-//! writers); a small pool of read connections serves the API. WAL mode lets readers
+//! writers); a few read-only connections serve the API (`conn`: our own hand-out, not
+//! sqlx's pool, which costs a round trip per use). WAL mode lets readers
 //! run while the writer commits. Batches go through `json_each(?)` so that a lease, a
 //! result batch or a trigger is a handful of statements however many rows it touches.
 
@@ -9,6 +10,7 @@ mod accounts;
 mod alerts;
 mod artifacts;
 mod checks;
+mod conn;
 mod error_reports;
 mod heartbeats;
 mod jobs;
@@ -54,12 +56,11 @@ pub use status_pages::{
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+
+use conn::{ReadGuard, Readers, WriteGuard, Writer};
 
 /// Name of the database file inside the data directory.
 pub const DB_FILE: &str = "outpost.db";
@@ -67,7 +68,7 @@ pub const DB_FILE: &str = "outpost.db";
 /// How long a statement waits for a lock held by another process before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Read connections; WAL readers never block the writer.
-const READ_CONNECTIONS: u32 = 4;
+const READ_CONNECTIONS: usize = 4;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +89,9 @@ pub enum StoreError {
     SlugTaken(String),
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// The store was closed (the service is stopping).
+    #[error("the store is closed")]
+    Closed,
     #[error("invalid {field}: {message}")]
     Invalid {
         field: &'static str,
@@ -108,12 +112,8 @@ pub struct Store {
 }
 
 struct Inner {
-    writer: SqlitePool,
-    reader: SqlitePool,
-    /// Bumped each time the write connection goes back to its pool, i.e. after every
-    /// write (and after the few reads that go through the writer): a value read before
-    /// a read and unchanged after it means nothing was written in between.
-    generation: Arc<AtomicU64>,
+    writer: Writer,
+    readers: Readers,
 }
 
 impl Store {
@@ -128,61 +128,38 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true)
             .pragma("temp_store", "memory");
-        let generation = Arc::new(AtomicU64::new(0));
-        let bump = generation.clone();
-        let writer = SqlitePoolOptions::new()
-            .after_release(move |_conn, _meta| {
-                bump.fetch_add(1, Ordering::AcqRel);
-                Box::pin(async { Ok(true) })
-            })
-            .max_connections(1)
-            .min_connections(1)
-            // A local file cannot go stale the way a network connection can: no ping
-            // round trip to the connection's thread before each use.
-            .test_before_acquire(false)
-            .acquire_timeout(Duration::from_secs(60))
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options.clone())
-            .await?;
-        migrations::run(&writer).await?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(READ_CONNECTIONS)
-            .min_connections(1)
-            .test_before_acquire(false)
-            .acquire_timeout(Duration::from_secs(60))
-            .connect_with(options.read_only(true))
-            .await?;
+        let writer = Writer::open(&options).await?;
+        migrations::run(&mut *writer.acquire().await?).await?;
+        let readers = Readers::open(&options, READ_CONNECTIONS).await?;
         Ok(Store {
-            inner: Arc::new(Inner {
-                writer,
-                reader,
-                generation,
-            }),
+            inner: Arc::new(Inner { writer, readers }),
         })
     }
 
-    /// The write generation: it changes after every write to the database (see
-    /// `Inner::generation`). Caches of derived views compare it to know whether they
-    /// are still current.
+    /// The write generation: it changes each time the write connection is given back,
+    /// i.e. after every write (and after the few reads that go through the writer): a
+    /// value read before a read and unchanged after it means nothing was written in
+    /// between. Caches of derived views compare it to know whether they are still
+    /// current.
     pub fn write_generation(&self) -> u64 {
-        self.inner.generation.load(Ordering::Acquire)
+        self.inner.writer.generation()
     }
 
-    /// The single write connection; every write goes through it.
-    pub(crate) fn writer(&self) -> &SqlitePool {
-        &self.inner.writer
+    /// The single write connection; every write goes through it. Callers wait their
+    /// turn.
+    pub(crate) async fn write(&self) -> Result<WriteGuard<'_>, StoreError> {
+        self.inner.writer.acquire().await
     }
 
-    /// The read pool.
-    pub(crate) fn reader(&self) -> &SqlitePool {
-        &self.inner.reader
+    /// A read connection (read-only), for one caller at a time.
+    pub(crate) async fn read(&self) -> Result<ReadGuard<'_>, StoreError> {
+        self.inner.readers.acquire().await
     }
 
-    /// Closes both pools (waits for the connections to finish).
+    /// Closes every connection once its current caller is done.
     pub async fn close(&self) {
         self.inner.writer.close().await;
-        self.inner.reader.close().await;
+        self.inner.readers.close(READ_CONNECTIONS).await;
     }
 }
 

@@ -43,7 +43,7 @@ impl Store {
         )
         .bind(account_id.to_string())
         .bind(project)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()
@@ -75,7 +75,7 @@ impl Store {
         .bind(&r.resource_type)
         .bind(&r.logical_id)
         .bind(&r.physical_id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -96,7 +96,7 @@ impl Store {
         .bind(project)
         .bind(resource_type)
         .bind(logical_id)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -119,7 +119,7 @@ impl Store {
         .bind(rows::to_json(&d.diff, "deployments")?)
         .bind(&d.message)
         .bind(now)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(())
     }
@@ -138,7 +138,7 @@ impl Store {
         .bind(id.to_string())
         .bind(account_id.to_string())
         .bind(project)
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         let Some(r) = found else {
             return Ok(None);

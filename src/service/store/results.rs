@@ -113,7 +113,7 @@ impl Store {
               ORDER BY created_at, id"
         ))
         .bind(session_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(|r| result_from_row(r, false)).collect()
     }
@@ -132,7 +132,7 @@ impl Store {
         .bind(result_id.to_string())
         .bind(check_id.to_string())
         .bind(account_id.to_string())
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.map(|r| result_from_row(&r, true)).transpose()
     }
@@ -170,7 +170,7 @@ impl Store {
         .bind(filter.check_type.map(CheckType::as_str))
         .bind(limit)
         .bind(offset)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(|r| result_from_row(r, true)).collect()
     }

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
+use sqlx::Connection;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
@@ -353,7 +354,8 @@ impl Store {
         run_source: RunSource,
         now: i64,
     ) -> Result<CreatedSessions, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let found =
             match only_ids {
                 Some(ids) => {
@@ -434,7 +436,8 @@ impl Store {
         now: i64,
         limit: i64,
     ) -> Result<ScheduledRuns, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let due = sqlx::query(
             "SELECT s.check_id, s.interval_ms, c.account_id, c.name, c.check_type,
                     c.private_locations
@@ -526,7 +529,7 @@ impl Store {
     pub async fn earliest_schedule(&self) -> Result<Option<i64>, StoreError> {
         Ok(
             sqlx::query_scalar("SELECT min(next_run_at) FROM check_schedules")
-                .fetch_one(self.reader())
+                .fetch_one(&mut *self.read().await?)
                 .await?,
         )
     }
@@ -542,7 +545,7 @@ impl Store {
         ))
         .bind(id.to_string())
         .bind(account_id.to_string())
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.as_ref().map(session_from_row).transpose()
     }
@@ -561,7 +564,7 @@ impl Store {
         .bind(check_id.to_string())
         .bind(account_id.to_string())
         .bind(limit)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(session_from_row).collect()
     }
@@ -577,7 +580,8 @@ impl Store {
         id: Uuid,
         now: i64,
     ) -> Result<Option<bool>, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let row = sqlx::query("SELECT status FROM check_sessions WHERE id = ? AND account_id = ?")
             .bind(id.to_string())
             .bind(account_id.to_string())

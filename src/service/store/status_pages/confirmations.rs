@@ -48,7 +48,7 @@ impl Store {
              ORDER BY c.created_at, c.subscription_id LIMIT ?",
         )
         .bind(limit)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()
@@ -80,7 +80,7 @@ impl Store {
         .bind(write.error)
         .bind(write.at_ms)
         .bind(write.subscription_id.to_string())
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }

@@ -52,7 +52,7 @@ impl Store {
             "SELECT address_key FROM status_notification_deliveries WHERE notification_id = ?",
         )
         .bind(notification_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         Ok(keys.into_iter().collect())
     }
@@ -77,7 +77,7 @@ impl Store {
         .bind(delivery.attempts)
         .bind(delivery.error)
         .bind(delivery.at_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use sqlx::Connection;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
@@ -325,7 +326,8 @@ impl Store {
             .status
             .or(incident.last_update_status)
             .unwrap_or(IncidentStatus::Investigating);
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         ensure_owned(&mut tx, account_id, &incident.service_ids, "services").await?;
         let done = sqlx::query(
             "INSERT INTO status_incidents (id, account_id, name, severity, last_update_status,
@@ -360,7 +362,8 @@ impl Store {
         incident: &IncidentWrite,
     ) -> Result<Option<Incident>, StoreError> {
         let now = now_ms();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         if !incident_owned(&mut tx, account_id, id).await? {
             return Ok(None);
         }
@@ -392,7 +395,7 @@ impl Store {
         account_id: Uuid,
         id: Uuid,
     ) -> Result<Option<Incident>, StoreError> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         load_incident(&mut conn, account_id, id).await
     }
 
@@ -404,7 +407,7 @@ impl Store {
         next_id: Option<Uuid>,
         limit: i64,
     ) -> Result<Listing<Incident>, StoreError> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         let (from_at, from_id) = match next_id {
             None => (i64::MAX, "~".to_owned()),
             Some(id) => {
@@ -456,7 +459,7 @@ impl Store {
         if page_ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         let pairs = sqlx::query(
             "SELECT page_id, id FROM (
                  SELECT page_id, id, row_number() OVER
@@ -501,7 +504,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM status_incidents WHERE account_id = ? AND id = ?")
             .bind(account_id.to_string())
             .bind(id.to_string())
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -513,7 +516,7 @@ impl Store {
         account_id: Uuid,
         incident_id: Uuid,
     ) -> Result<Option<Vec<IncidentUpdate>>, StoreError> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         if !incident_owned(&mut conn, account_id, incident_id).await? {
             return Ok(None);
         }
@@ -539,7 +542,7 @@ impl Store {
         incident_id: Uuid,
         update_id: Uuid,
     ) -> Result<Option<IncidentUpdate>, StoreError> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         load_update(&mut conn, account_id, incident_id, update_id).await
     }
 
@@ -552,7 +555,8 @@ impl Store {
         update: &IncidentUpdateWrite,
     ) -> Result<Option<IncidentUpdate>, StoreError> {
         let now = now_ms();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let row = sqlx::query(
             "SELECT last_update_status,
                     (SELECT count(*) FROM status_incident_updates WHERE incident_id = ?1) AS n
@@ -594,7 +598,8 @@ impl Store {
         update: &IncidentUpdateWrite,
     ) -> Result<Option<IncidentUpdate>, StoreError> {
         let now = now_ms();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         if load_update(&mut tx, account_id, incident_id, update_id)
             .await?
             .is_none()
@@ -631,7 +636,8 @@ impl Store {
         update_id: Uuid,
     ) -> Result<bool, StoreError> {
         let now = now_ms();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let done = sqlx::query(
             "DELETE FROM status_incident_updates WHERE id = ?1 AND incident_id = ?2
                AND EXISTS (SELECT 1 FROM status_incidents WHERE id = ?2 AND account_id = ?3)",

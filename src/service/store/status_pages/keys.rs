@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use sqlx::Connection;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
@@ -48,7 +49,8 @@ impl Store {
         hash: &[u8],
         masked: &str,
     ) -> Result<Option<StatusPageKey>, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         if !page_owned(&mut tx, account_id, page_id).await? {
             return Ok(None);
         }
@@ -96,7 +98,7 @@ impl Store {
         account_id: Uuid,
         page_id: Uuid,
     ) -> Result<Option<Vec<StatusPageKey>>, StoreError> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         if !page_owned(&mut conn, account_id, page_id).await? {
             return Ok(None);
         }
@@ -127,7 +129,7 @@ impl Store {
              ORDER BY page_id, created_at, id"
         ))
         .bind(id_list(page_ids))
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         for r in &found {
             let key = key_from_row(r)?;
@@ -150,7 +152,7 @@ impl Store {
         .bind(key_id.to_string())
         .bind(page_id.to_string())
         .bind(account_id.to_string())
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -165,7 +167,7 @@ impl Store {
             sqlx::query("SELECT 1 FROM status_page_keys WHERE key_hash = ? AND page_id = ?")
                 .bind(hash)
                 .bind(page_id.to_string())
-                .fetch_optional(self.reader())
+                .fetch_optional(&mut *self.read().await?)
                 .await?;
         Ok(found.is_some())
     }

@@ -64,7 +64,7 @@ impl Store {
         )
         .bind(account_id.to_string())
         .bind(id_list(service_ids))
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()
@@ -94,7 +94,7 @@ impl Store {
              ORDER BY created_at, id LIMIT ?",
         )
         .bind(limit)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()
@@ -125,7 +125,7 @@ impl Store {
         )
         .bind(at_ms)
         .bind(id.to_string())
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }

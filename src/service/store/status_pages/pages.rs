@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
+use sqlx::Connection;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
@@ -234,7 +235,8 @@ impl Store {
     ) -> Result<StatusPage, StoreError> {
         let id = Uuid::new_v4();
         let now = now_ms();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         ensure_free(&mut tx, id, &page.url, page.custom_domain.as_deref()).await?;
         let all: Vec<Uuid> = page
             .cards
@@ -276,7 +278,8 @@ impl Store {
         page: &StatusPageWrite,
     ) -> Result<Option<StatusPage>, StoreError> {
         let now = now_ms();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let exists = sqlx::query("SELECT 1 FROM status_pages WHERE account_id = ? AND id = ?")
             .bind(account_id.to_string())
             .bind(id.to_string())
@@ -342,7 +345,7 @@ impl Store {
         account_id: Uuid,
         id: Uuid,
     ) -> Result<Option<StatusPage>, StoreError> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         load_page(&mut conn, account_id, id).await
     }
 
@@ -364,7 +367,7 @@ impl Store {
         column: &'static str,
         value: &str,
     ) -> Result<Option<StatusPage>, StoreError> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         let row = sqlx::query(&format!(
             "SELECT {PAGE_COLUMNS} FROM status_pages WHERE {column} = ?"
         ))
@@ -384,7 +387,7 @@ impl Store {
         next_id: Option<Uuid>,
         limit: i64,
     ) -> Result<Listing<StatusPage>, StoreError> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         let (from_at, from_id) = match next_id {
             None => (i64::MIN, String::new()),
             Some(id) => {
@@ -431,7 +434,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM status_pages WHERE account_id = ? AND id = ?")
             .bind(account_id.to_string())
             .bind(id.to_string())
-            .execute(self.writer())
+            .execute(&mut *self.write().await?)
             .await?;
         Ok(done.rows_affected() > 0)
     }

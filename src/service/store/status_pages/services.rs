@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use sqlx::Connection;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
@@ -94,7 +95,7 @@ impl Store {
         .bind(now)
         .bind(now)
         .bind(account_id.to_string())
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("account"));
@@ -119,7 +120,7 @@ impl Store {
         ))
         .bind(account_id.to_string())
         .bind(id.to_string())
-        .fetch_optional(self.reader())
+        .fetch_optional(&mut *self.read().await?)
         .await?;
         row.as_ref().map(service_from_row).transpose()
     }
@@ -147,7 +148,7 @@ impl Store {
         .bind(from_at)
         .bind(from_id)
         .bind(fetch)
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         let mut entries = found
             .iter()
@@ -166,7 +167,7 @@ impl Store {
             sqlx::query("SELECT created_at FROM status_services WHERE account_id = ? AND id = ?")
                 .bind(account_id.to_string())
                 .bind(id.to_string())
-                .fetch_optional(self.reader())
+                .fetch_optional(&mut *self.read().await?)
                 .await?;
         match row {
             Some(r) => Ok((r.try_get("created_at")?, id.to_string())),
@@ -194,7 +195,7 @@ impl Store {
         .bind(now_ms())
         .bind(account_id.to_string())
         .bind(id.to_string())
-        .fetch_optional(self.writer())
+        .fetch_optional(&mut *self.write().await?)
         .await?;
         row.as_ref().map(service_from_row).transpose()
     }
@@ -205,7 +206,8 @@ impl Store {
         account_id: Uuid,
         id: Uuid,
     ) -> Result<ServiceDeletion, StoreError> {
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let row = sqlx::query(
             "SELECT (SELECT count(*) FROM status_services WHERE account_id = ?1 AND id = ?2) AS found,
                     (SELECT count(*) FROM status_incident_services WHERE service_id = ?2) AS used",
@@ -243,7 +245,7 @@ impl Store {
         )
         .bind(account_id.to_string())
         .bind(id_list(ids))
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found
             .iter()

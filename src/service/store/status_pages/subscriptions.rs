@@ -2,6 +2,7 @@
 //! URLs (Outpost's WEBHOOK) told of incident updates.
 
 use chrono::{DateTime, Utc};
+use sqlx::Connection;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;
@@ -72,7 +73,7 @@ impl Store {
         account_id: Uuid,
         page_id: Uuid,
     ) -> Result<Option<Vec<PageSubscription>>, StoreError> {
-        let mut conn = self.reader().acquire().await?;
+        let mut conn = self.read().await?;
         if !page_owned(&mut conn, account_id, page_id).await? {
             return Ok(None);
         }
@@ -101,7 +102,8 @@ impl Store {
         items: &[NewSubscription],
     ) -> Result<Option<BulkOutcome>, StoreError> {
         let now = now_ms();
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         if !page_owned(&mut tx, account_id, page_id).await? {
             return Ok(None);
         }
@@ -177,7 +179,7 @@ impl Store {
         .bind(subscription_id.to_string())
         .bind(page_id.to_string())
         .bind(account_id.to_string())
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -200,7 +202,7 @@ impl Store {
              GROUP BY type, address_key ORDER BY created_at, id"
         ))
         .bind(incident_id.to_string())
-        .fetch_all(self.reader())
+        .fetch_all(&mut *self.read().await?)
         .await?;
         found.iter().map(subscription_from_row).collect()
     }

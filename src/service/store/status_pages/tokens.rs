@@ -2,6 +2,7 @@
 //! token is the credential, so these are the only subscription functions not scoped
 //! by account; only the hex SHA-256 of a token is stored (`keys::hash`).
 
+use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -90,7 +91,7 @@ impl Store {
         )
         .bind(serde_json::Value::Array(list).to_string())
         .bind(at_ms)
-        .execute(self.writer())
+        .execute(&mut *self.write().await?)
         .await?;
         Ok(done.rows_affected())
     }
@@ -105,7 +106,8 @@ impl Store {
         at_ms: i64,
     ) -> Result<TokenUse, StoreError> {
         const TABLE: &str = "status_subscription_tokens";
-        let mut tx = self.writer().begin().await?;
+        let mut conn = self.write().await?;
+        let mut tx = conn.begin().await?;
         let found = sqlx::query(
             "SELECT t.used_at, s.id, s.page_id, s.type, s.address, p.account_id
              FROM status_subscription_tokens t

@@ -1,0 +1,184 @@
+//! The store's connections: one writer behind an async mutex and a few read-only
+//! connections handed out one caller at a time.
+//!
+//! Not sqlx's `Pool`: a pool connection given back is pinged (one more round trip to
+//! the connection's worker thread, after every statement of every request), and it
+//! offers nothing a local file needs (no network to reconnect over, no idle timeouts).
+//! Each sqlx SQLite connection runs its statements on a thread of its own, in the order
+//! they were sent, so a caller dropped halfway (a cancelled request) leaves its
+//! unfinished work, or the rollback of its unfinished transaction, queued ahead of the
+//! next caller's statements: the next caller finds the connection as clean as sqlx's
+//! ping would have.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Mutex as SyncMutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions, Connection};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard, Semaphore, SemaphorePermit};
+
+use super::StoreError;
+
+/// The single write connection.
+pub(crate) struct Writer {
+    conn: Mutex<Option<SqliteConnection>>,
+    /// Bumped each time a caller gives the connection back (see `Store::write_generation`).
+    generation: AtomicU64,
+}
+
+/// The write connection while one caller holds it; giving it back bumps the write
+/// generation.
+pub(crate) struct WriteGuard<'a> {
+    conn: MappedMutexGuard<'a, SqliteConnection>,
+    generation: &'a AtomicU64,
+}
+
+impl Writer {
+    pub(crate) async fn open(options: &SqliteConnectOptions) -> Result<Writer, StoreError> {
+        Ok(Writer {
+            conn: Mutex::new(Some(options.connect().await?)),
+            generation: AtomicU64::new(0),
+        })
+    }
+
+    /// Waits for the connection (callers are served in order).
+    pub(crate) async fn acquire(&self) -> Result<WriteGuard<'_>, StoreError> {
+        let conn = MutexGuard::try_map(self.conn.lock().await, Option::as_mut)
+            .map_err(|_| StoreError::Closed)?;
+        Ok(WriteGuard {
+            conn,
+            generation: &self.generation,
+        })
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Waits for the current holder, then closes the connection; later callers get
+    /// [`StoreError::Closed`].
+    pub(crate) async fn close(&self) {
+        if let Some(conn) = self.conn.lock().await.take()
+            && let Err(e) = conn.close().await
+        {
+            tracing::warn!(error = %e, "closing the write connection");
+        }
+    }
+}
+
+impl Deref for WriteGuard<'_> {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for WriteGuard<'_> {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.conn
+    }
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Read-only connections, one caller each.
+pub(crate) struct Readers {
+    idle: SyncMutex<Vec<SqliteConnection>>,
+    /// One permit per idle connection.
+    permits: Semaphore,
+}
+
+/// A read connection while one caller holds it.
+pub(crate) struct ReadGuard<'a> {
+    conn: Option<SqliteConnection>,
+    readers: &'a Readers,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl Readers {
+    /// Opens `count` read-only connections.
+    pub(crate) async fn open(
+        options: &SqliteConnectOptions,
+        count: usize,
+    ) -> Result<Readers, StoreError> {
+        let options = options.clone().read_only(true);
+        let mut idle = Vec::with_capacity(count);
+        for _ in 0..count {
+            idle.push(options.connect().await?);
+        }
+        Ok(Readers {
+            idle: SyncMutex::new(idle),
+            permits: Semaphore::new(count),
+        })
+    }
+
+    /// Waits for an idle connection (callers are served in order).
+    pub(crate) async fn acquire(&self) -> Result<ReadGuard<'_>, StoreError> {
+        let permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        let conn = self
+            .idle
+            .lock()
+            .map_err(|_| StoreError::Closed)?
+            .pop()
+            .ok_or(StoreError::Closed)?;
+        Ok(ReadGuard {
+            conn: Some(conn),
+            readers: self,
+            _permit: permit,
+        })
+    }
+
+    /// Waits until every connection is idle, closes them all; later callers get
+    /// [`StoreError::Closed`].
+    pub(crate) async fn close(&self, count: usize) {
+        let all = u32::try_from(count).unwrap_or(u32::MAX);
+        let Ok(permits) = self.permits.acquire_many(all).await else {
+            return;
+        };
+        self.permits.close();
+        permits.forget();
+        let idle = match self.idle.lock() {
+            Ok(mut idle) => std::mem::take(&mut *idle),
+            Err(_) => return,
+        };
+        for conn in idle {
+            if let Err(e) = conn.close().await {
+                tracing::warn!(error = %e, "closing a read connection");
+            }
+        }
+    }
+}
+
+impl Deref for ReadGuard<'_> {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        // Taken out only by `drop`.
+        self.conn.as_ref().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl DerefMut for ReadGuard<'_> {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        self.conn.as_mut().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl Drop for ReadGuard<'_> {
+    fn drop(&mut self) {
+        if let (Some(conn), Ok(mut idle)) = (self.conn.take(), self.readers.idle.lock()) {
+            idle.push(conn);
+        }
+        // The permit is given back after the connection (field order).
+    }
+}
