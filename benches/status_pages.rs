@@ -41,8 +41,8 @@ impl Outpost {
     async fn start(dir: &Path) -> Result<Outpost> {
         let port = free_port()?;
         let data = dir.join("data");
-        let bin = std::env::var_os("OUTPOST_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_outpost").into());
+        let bin =
+            std::env::var_os("OUTPOST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_outpost").into());
         let proc = spawn(
             Command::new(bin)
                 .args(["up", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])

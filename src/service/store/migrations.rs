@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "status subscriber links",
         include_str!("../../../migrations/0007_subscriber_links.sql"),
     ),
+    (
+        8,
+        "key revision",
+        include_str!("../../../migrations/0008_key_revision.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.

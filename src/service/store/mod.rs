@@ -8,7 +8,9 @@
 mod accounts;
 mod alerts;
 mod artifacts;
+mod auth_cache;
 mod checks;
+mod generation;
 mod heartbeats;
 mod jobs;
 mod location_usage;
@@ -54,6 +56,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use auth_cache::AuthCache;
+use generation::Generation;
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -108,10 +113,15 @@ pub struct Store {
 struct Inner {
     writer: SqlitePool,
     reader: SqlitePool,
-    /// Bumped each time the write connection goes back to its pool, i.e. after every
-    /// write (and after the few reads that go through the writer): a value read before
-    /// a read and unchanged after it means nothing was written in between.
-    generation: Arc<AtomicU64>,
+    /// Kept by the write pool's hooks: tells whether anything may have been written
+    /// since a value was read (see `generation.rs`).
+    generation: Arc<Generation>,
+    /// Key hash -> account or location, kept current by the key revision watcher
+    /// (see `auth_cache.rs`).
+    auth: AuthCache,
+    /// Bumped after every commit that deleted check sessions (with their checks), so
+    /// caches of session answers drop what they hold.
+    session_deletions: AtomicU64,
 }
 
 impl Store {
@@ -126,11 +136,20 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true)
             .pragma("temp_store", "memory");
-        let generation = Arc::new(AtomicU64::new(0));
-        let bump = generation.clone();
+        let generation = Arc::new(Generation::default());
+        let (on_connect, on_acquire, on_release) =
+            (generation.clone(), generation.clone(), generation.clone());
         let writer = SqlitePoolOptions::new()
+            .after_connect(move |_conn, _meta| {
+                on_connect.acquired();
+                Box::pin(async { Ok(()) })
+            })
+            .before_acquire(move |_conn, _meta| {
+                on_acquire.acquired();
+                Box::pin(async { Ok(true) })
+            })
             .after_release(move |_conn, _meta| {
-                bump.fetch_add(1, Ordering::AcqRel);
+                on_release.released();
                 Box::pin(async { Ok(true) })
             })
             .max_connections(1)
@@ -156,15 +175,35 @@ impl Store {
                 writer,
                 reader,
                 generation,
+                auth: AuthCache::new(),
+                session_deletions: AtomicU64::new(0),
             }),
         })
     }
 
-    /// The write generation: it changes after every write to the database (see
-    /// `Inner::generation`). Caches of derived views compare it to know whether they
-    /// are still current.
-    pub fn write_generation(&self) -> u64 {
-        self.inner.generation.load(Ordering::Acquire)
+    /// The write generation, `None` while a write may be in progress. A view read after
+    /// this returned `Some(g)` is current as long as it still returns `Some(g)`: nothing
+    /// it reads was written since. Plain heartbeat pings (rows no cached view reads) do
+    /// not change it. See `generation.rs`.
+    pub fn write_generation(&self) -> Option<u64> {
+        self.inner.generation.current()
+    }
+
+    /// Tells the generation that the caller holds the write connection and will write
+    /// nothing a cached view reads (see `generation.rs`). Call only while holding it.
+    fn quiet_write(&self) {
+        self.inner.generation.quiet();
+    }
+
+    /// Changes after every commit that deleted check sessions; read it before a read of
+    /// a session whose answer is kept, and keep the answer only if it is unchanged.
+    pub fn session_deletions(&self) -> u64 {
+        self.inner.session_deletions.load(Ordering::Acquire)
+    }
+
+    /// After a commit that deleted check sessions.
+    fn sessions_deleted(&self) {
+        self.inner.session_deletions.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The single write connection; every write goes through it.
