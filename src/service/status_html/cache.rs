@@ -2,10 +2,11 @@
 //!
 //! - An entry holds the page as a lookup found it, with the store's write generation
 //!   read before that lookup ([`Store::write_generation`]). It is *current* while the
-//!   generation is unchanged (nothing written since that its queries could miss) and
-//!   for at most [`MAX_AGE`] (what depends on the clock alone, such as incident updates
-//!   dated in the future, shows up at most that late). A lookup made while a write may
-//!   be in progress (no generation) is never current.
+//!   generation is unchanged (nothing written since that its queries could miss). Its
+//!   HTML is made again after [`MAX_AGE`] all the same (what depends on the clock alone,
+//!   such as incident updates dated in the future, shows up at most that late), without
+//!   looking the page up again. A lookup made while a write may be in progress (no
+//!   generation) is never current.
 //! - Its render is the HTML made from that lookup; a current entry with its render is
 //!   served without a query. A busy page is rendered once per change, not once per
 //!   visitor.
@@ -102,11 +103,26 @@ pub struct PageCache {
 }
 
 impl PageCache {
-    /// The entry of `address` if it is current at `generation`.
+    /// The entry of `address` if it is current at `generation`. An entry of that
+    /// generation older than [`MAX_AGE`] still holds the page as the database has it
+    /// (nothing was written since): it becomes a new lookup without a query (a new
+    /// serial, its render kept as the latest), so that only its HTML is made again.
     pub fn current(&self, address: &str, generation: Option<u64>) -> Option<Cached> {
-        let entries = self.entries.lock().ok()?;
-        let e = entries.by_address.get(address)?;
-        e.is_current(generation).then(|| e.cached())
+        let mut entries = self.entries.lock().ok()?;
+        let Entries {
+            next_serial,
+            by_address,
+        } = &mut *entries;
+        let e = by_address.get_mut(address)?;
+        if generation.is_none() || e.generation != generation {
+            return None;
+        }
+        if e.at.elapsed() >= MAX_AGE {
+            *next_serial += 1;
+            e.serial = *next_serial;
+            e.at = Instant::now();
+        }
+        Some(e.cached())
     }
 
     /// Keeps the page a lookup that began at `generation` found at `address`; returns
@@ -248,6 +264,24 @@ mod tests {
         let busy = c.put_page("url:a", None, Instant::now(), p.clone());
         assert!(busy.body.is_none());
         assert!(c.current("url:a", None).is_none());
+    }
+
+    #[test]
+    fn an_old_entry_of_the_same_generation_is_rendered_again_without_a_lookup() {
+        let c = PageCache::default();
+        let p = page();
+        let long_ago = Instant::now()
+            .checked_sub(MAX_AGE + Duration::from_secs(1))
+            .unwrap();
+        let first = c.put_page("url:a", Some(2), long_ago, p.clone());
+        c.put_body("url:a", first.serial, p.id, long_ago, Bytes::from("one"));
+        let again = c.current("url:a", Some(2)).unwrap();
+        assert_ne!(again.serial, first.serial);
+        assert!(again.body.is_none(), "made again");
+        assert_eq!(c.latest("url:a", p.id).as_deref(), Some(&b"one"[..]));
+        // Visitors meanwhile see the same new lookup, not one each.
+        assert_eq!(c.current("url:a", Some(2)).unwrap().serial, again.serial);
+        assert!(c.current("url:a", Some(4)).is_none());
     }
 
     #[test]
