@@ -307,8 +307,9 @@ async fn render_page(ctx: &AppState, served: Served, private: bool) -> Response 
         (Err(e), _) | (_, Err(e)) => return unavailable(&e),
     };
     let incidents = incidents.remove(&page.id).unwrap_or_default();
-    // Rendering a large page takes milliseconds of CPU: off the runtime's workers, so
-    // the other requests they serve meanwhile do not wait for it.
+    // Building the HTML (about 0.3 ms for 200 services on an idle machine, more under
+    // load) runs off the runtime's workers, so the requests they serve meanwhile do not
+    // wait for it; the queries above run on sqlx's connection threads.
     let rendering = Instant::now();
     let rendered =
         tokio::task::spawn_blocking(move || render::page(&page, &incidents, &checks, Utc::now()))
