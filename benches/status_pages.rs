@@ -9,7 +9,9 @@
 //! (the page and the session as outpost answered them): the ceiling on this machine.
 //!
 //! cargo bench --bench status_pages -- [--seconds 10] [--connections 64]
-//! Needs nginx and wrk (Debian packages; scripts/bench installs them).
+//! Needs nginx and wrk (Debian packages; scripts/bench installs them). `OUTPOST_BIN`
+//! names another `outpost` binary to measure (e.g. a copy of an earlier build, to
+//! compare builds with the same client in alternating runs).
 
 mod support;
 
@@ -39,8 +41,10 @@ impl Outpost {
     async fn start(dir: &Path) -> Result<Outpost> {
         let port = free_port()?;
         let data = dir.join("data");
+        let bin =
+            std::env::var_os("OUTPOST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_outpost").into());
         let proc = spawn(
-            Command::new(env!("CARGO_BIN_EXE_outpost"))
+            Command::new(bin)
                 .args(["up", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
                 .arg(&data)
                 .env("AGENT_HEALTH_PORT", free_port()?.to_string())

@@ -473,3 +473,93 @@ async fn metrics_show_the_live_queue_and_public_locations_are_empty() {
     assert_eq!(public, json!([]));
     svc.stop().await;
 }
+
+/// Keys are answered from memory once the key cache is in sync; revoking a key or
+/// deleting its location through the API refuses it with the next request all the same.
+#[tokio::test]
+async fn revoked_and_deleted_keys_are_refused_at_once_when_answered_from_memory() {
+    let svc = TestService::start().await;
+    let loc = create_location(&svc, "Cached", "cached").await;
+    let id = loc["id"].as_str().unwrap().to_owned();
+    let first: Value = create_key(&svc, &id).await.json().await.unwrap();
+    let second: Value = create_key(&svc, &id).await.json().await.unwrap();
+    let (first_raw, second_raw) = (
+        first["rawKey"].as_str().unwrap().to_owned(),
+        second["rawKey"].as_str().unwrap().to_owned(),
+    );
+    // The cache has seen the key creations; these lookups are kept.
+    svc.handle.store().key_cache_synced().await;
+    for key in [&first_raw, &second_raw] {
+        assert_eq!(hello_status(&svc, key).await, StatusCode::OK);
+        assert_eq!(hello_status(&svc, key).await, StatusCode::OK);
+    }
+    // A refused key is refused again (remembered, still refused).
+    let unknown = format!("opa_{}", "0".repeat(64));
+    for _ in 0..2 {
+        assert_eq!(hello_status(&svc, &unknown).await, StatusCode::UNAUTHORIZED);
+    }
+
+    let key_id = first["id"].as_str().unwrap();
+    let resp = svc
+        .api(
+            Method::DELETE,
+            &format!("/v1/private-locations/{id}/keys/{key_id}"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        hello_status(&svc, &first_raw).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(hello_status(&svc, &second_raw).await, StatusCode::OK);
+
+    svc.handle.store().key_cache_synced().await;
+    assert_eq!(hello_status(&svc, &second_raw).await, StatusCode::OK);
+    let resp = svc
+        .api(Method::DELETE, &format!("/v1/private-locations/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        hello_status(&svc, &second_raw).await,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // The same for API keys revoked in this process (the admin code path).
+    let (info, api_key) = svc
+        .handle
+        .store()
+        .create_api_key(svc.tenant.account.id, "second")
+        .await
+        .unwrap();
+    svc.handle.store().key_cache_synced().await;
+    let list = |key: String| {
+        let svc = &svc;
+        async move {
+            svc.http
+                .get(format!("{}/v1/private-locations", svc.base))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(list(api_key.clone()).await, StatusCode::OK);
+    assert_eq!(list(api_key.clone()).await, StatusCode::OK);
+    assert!(
+        outpost::service::admin::revoke_api_key(svc.handle.store(), svc.tenant.account.id, info.id)
+            .await
+            .unwrap()
+    );
+    assert_eq!(list(api_key).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        list(svc.tenant.api_key.clone()).await,
+        StatusCode::OK,
+        "other keys are unaffected"
+    );
+    svc.stop().await;
+}

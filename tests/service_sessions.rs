@@ -381,6 +381,8 @@ async fn cancel_drops_queued_jobs_and_keeps_the_status() {
     let s = svc.get_session(&sid).await;
     assert_eq!(s["status"], "CANCELLED");
     assert!(s["stoppedAt"].is_string());
+    // Final, but its leased job can still report: not kept as settled.
+    assert_eq!(svc.handle.final_sessions_kept(), 0);
 
     // The queued job of the second location is gone.
     let second = TestAgent::new(&svc.http, &svc.base, &second_key);
@@ -397,6 +399,9 @@ async fn cancel_drops_queued_jobs_and_keeps_the_status() {
     let s = svc.get_session(&sid).await;
     assert_eq!(s["status"], "CANCELLED");
     assert_eq!(s["results"].as_array().unwrap().len(), 1);
+    // No job left now: settled, kept, and answered with that result.
+    assert_eq!(svc.handle.final_sessions_kept(), 1);
+    assert_eq!(svc.get_session(&sid).await, s);
     let resp = svc
         .api(Method::GET, &format!("/v2/check-sessions/{sid}/completion"))
         .send()
@@ -411,5 +416,85 @@ async fn cancel_drops_queued_jobs_and_keeps_the_status() {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    svc.stop().await;
+}
+
+/// A settled session (final, no job left) is answered from memory: the same answer on
+/// every read path, only to its own account, and gone with its check.
+#[tokio::test]
+async fn settled_sessions_are_kept_until_their_check_is_deleted() {
+    let svc = TestService::start().await;
+    let check = svc.create_check(json!({"name": "kept"})).await;
+    let check_id = check["id"].as_str().unwrap().to_owned();
+    let sid = svc.trigger_ids(&[&check_id]).await[0]["checkSessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let agent = svc.agent();
+    let jobs = agent.lease(1, 0).await;
+    assert_eq!(jobs.len(), 1);
+    // Not final yet: not kept.
+    assert_eq!(svc.get_session(&sid).await["status"], "STARTED");
+    assert_eq!(svc.handle.final_sessions_kept(), 0);
+    let out = agent
+        .submit(vec![result_for(&jobs[0], RunStatus::Degraded)])
+        .await;
+    assert_eq!(out.outcomes[0].status, SubmitStatus::Accepted);
+
+    let text = |path: String| {
+        let svc = &svc;
+        async move {
+            let resp = svc.api(Method::GET, &path).send().await.unwrap();
+            assert_eq!(resp.status(), StatusCode::OK, "{path}");
+            assert_eq!(resp.headers()["content-type"], "application/json", "{path}");
+            resp.text().await.unwrap()
+        }
+    };
+    let first = text(format!("/v1/check-sessions/{sid}")).await;
+    assert_eq!(svc.handle.final_sessions_kept(), 1);
+    let v: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(v["status"], "DEGRADED");
+    assert_eq!(v["results"].as_array().unwrap().len(), 1);
+    assert_eq!(v["results"][0]["isDegraded"], true);
+    for path in [
+        format!("/v1/check-sessions/{sid}"),
+        format!("/v2/check-sessions/{sid}"),
+        format!("/v1/check-sessions/{sid}/completion"),
+        format!("/v2/check-sessions/{sid}/completion?maxWaitSeconds=1"),
+    ] {
+        assert_eq!(text(path).await, first);
+    }
+
+    // Another account does not see it.
+    let other = svc.other_tenant("elsewhere").await;
+    for path in [
+        format!("/v1/check-sessions/{sid}"),
+        format!("/v1/check-sessions/{sid}/completion"),
+    ] {
+        let resp = svc
+            .http
+            .get(format!("{}{path}", svc.base))
+            .bearer_auth(&other.api_key)
+            .send()
+            .await
+            .unwrap();
+        error_body(resp, StatusCode::NOT_FOUND).await;
+    }
+
+    // Deleting the check deletes the session: no longer answered.
+    let resp = svc
+        .api(Method::DELETE, &format!("/v1/checks/{check_id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    for path in [
+        format!("/v1/check-sessions/{sid}"),
+        format!("/v2/check-sessions/{sid}/completion"),
+    ] {
+        let resp = svc.api(Method::GET, &path).send().await.unwrap();
+        error_body(resp, StatusCode::NOT_FOUND).await;
+    }
+    assert_eq!(svc.handle.final_sessions_kept(), 0);
     svc.stop().await;
 }

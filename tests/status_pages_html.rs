@@ -527,3 +527,98 @@ async fn a_page_of_200_services_renders_every_one() {
     assert!(service_row(&body, &all[199]).contains(">Unknown<"));
     svc.stop().await;
 }
+
+#[tokio::test]
+async fn a_visitor_gets_the_previous_render_only_while_another_render_runs() {
+    let svc = TestService::start().await;
+    let s = service(&svc, "Alpha relay").await;
+    page(
+        &svc,
+        json!({"name": "Stale", "url": "stale", "cards": [card("Core", &[&s])]}),
+    )
+    .await;
+    let (status, _, body) = get(&svc, "/status/stale", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("Alpha relay"), "{body}");
+
+    // A render of the page is in progress (held here) when the service is renamed: a
+    // visitor gets the previous render at once instead of waiting for that render.
+    let rendering = svc.handle.hold_status_page_render("stale").await;
+    let id = s["id"].as_str().unwrap();
+    let (status, body) = send(
+        &svc,
+        Method::PUT,
+        &format!("/v1/status-pages/services/{id}"),
+        &json!({"name": "Beta relay"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let waited = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        get(&svc, "/status/stale", &[]),
+    )
+    .await;
+    let (status, headers, body) = waited.expect("the visitor waited for the render in progress");
+    assert_eq!(status, StatusCode::OK);
+    assert!(is_html(&headers));
+    assert!(body.contains("Alpha relay"), "the previous render: {body}");
+
+    // No render in progress: the next visitor renders, and sees the rename.
+    drop(rendering);
+    let (status, _, body) = get(&svc, "/status/stale", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("Beta relay"), "{body}");
+    assert!(!body.contains("Alpha relay"), "{body}");
+    // Sequential visitors after a write see it at once.
+    let (status, body) = send(
+        &svc,
+        Method::PUT,
+        &format!("/v1/status-pages/services/{id}"),
+        &json!({"name": "Gamma relay"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, _, body) = get(&svc, "/status/stale", &[]).await;
+    assert!(body.contains("Gamma relay"), "{body}");
+    svc.stop().await;
+}
+
+/// Plain heartbeat pings write only rows no page reads: they leave the store's write
+/// generation (which rendered pages are kept under) as it is; other writes move it.
+#[tokio::test]
+async fn heartbeat_pings_leave_rendered_pages_current() {
+    use outpost::model::HeartbeatState;
+    use outpost::service::store::NewEvent;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = outpost::service::admin::open_store(dir.path())
+        .await
+        .unwrap();
+    let ping = || NewEvent {
+        id: uuid::Uuid::new_v4(),
+        check_id: uuid::Uuid::new_v4(),
+        state: HeartbeatState::Received,
+        ts: 1,
+        method: Some("GET".into()),
+        source: None,
+        user_agent: None,
+        body: None,
+    };
+    store.create_account("a").await.unwrap();
+    // A ping takes the write connection only once the account's write gave it back,
+    // so the generation is settled after it.
+    store.insert_heartbeat_events(&[ping()]).await.unwrap();
+    let settled = store.write_generation();
+    assert!(settled.is_some());
+    store.insert_heartbeat_events(&[ping()]).await.unwrap();
+    assert_eq!(
+        store.write_generation(),
+        settled,
+        "a ping invalidated pages"
+    );
+    store.create_account("b").await.unwrap();
+    store.insert_heartbeat_events(&[ping()]).await.unwrap();
+    assert!(store.write_generation().is_some());
+    assert_ne!(store.write_generation(), settled, "a write went unnoticed");
+    store.close().await;
+}

@@ -9,20 +9,24 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+/// A peer process, stopped when dropped: SIGTERM first (nginx's master then stops its
+/// workers; a SIGKILLed master leaves them running, still bound to the port), SIGKILL
+/// if it has not exited within five seconds.
 pub struct Killed(pub Child);
 impl Drop for Killed {
-    /// SIGTERM first, so that a master process (nginx) takes its workers down with it,
-    /// then SIGKILL after two seconds.
     fn drop(&mut self) {
-        let _ = Command::new("kill")
+        let terminated = Command::new("kill")
             .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
+            .status()
+            .is_ok_and(|s| s.success());
+        if terminated {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.0.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.0.kill();
         let _ = self.0.wait();

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::alerts::Alerts;
 use super::clock::Clock;
+use super::final_sessions::FinalSessions;
 use super::heartbeats::Heartbeats;
 use super::hub::Hub;
 use super::status_html::PageCache;
@@ -38,6 +39,8 @@ pub struct Ctx {
     pub status_notify: StatusNotifier,
     /// Status pages as last rendered, while the database is unchanged.
     pub status_pages: PageCache,
+    /// JSON answers of settled check sessions (they never change).
+    pub final_sessions: FinalSessions,
 }
 
 /// The axum state.

@@ -43,7 +43,24 @@ pub fn generate(prefix: &str) -> NewKey {
 
 /// SHA-256 of a presented key.
 pub fn hash(key: &str) -> Vec<u8> {
-    Sha256::digest(key.as_bytes()).to_vec()
+    digest(key).to_vec()
+}
+
+/// SHA-256 of a presented key, as a fixed-size value (a map key of caches).
+pub fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// Whether `key` has the shape of a key made by [`generate`] with `prefix`: the prefix
+/// and 64 lowercase hex digits. Anything else cannot be one of ours and is refused
+/// without a lookup.
+pub fn well_formed(key: &str, prefix: &str) -> bool {
+    key.strip_prefix(prefix).is_some_and(|rest| {
+        rest.len() == 64
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// `opk_...1a2b`: the prefix and the last four characters.
@@ -74,5 +91,20 @@ mod tests {
         assert!(a.plaintext.ends_with(&a.masked[7..]));
         assert!(!a.masked.contains(&a.plaintext[4..20]));
         assert_eq!(mask("ab"), "...");
+    }
+
+    #[test]
+    fn only_generated_shapes_are_well_formed() {
+        let a = generate(API_KEY_PREFIX);
+        assert!(well_formed(&a.plaintext, API_KEY_PREFIX));
+        assert!(!well_formed(&a.plaintext, AGENT_KEY_PREFIX));
+        assert!(!well_formed(&a.plaintext.to_uppercase(), API_KEY_PREFIX));
+        assert!(!well_formed(&a.plaintext[..67], API_KEY_PREFIX));
+        assert!(!well_formed(&format!("{}0", a.plaintext), API_KEY_PREFIX));
+        assert!(!well_formed(
+            &format!("opk_{}", "g".repeat(64)),
+            API_KEY_PREFIX
+        ));
+        assert_eq!(digest(&a.plaintext).to_vec(), a.hash);
     }
 }

@@ -7,6 +7,7 @@
 //!   `crate::protocol`;
 //! - `auth`, `keys`: API and agent keys (hashed at rest);
 //! - `sessions`, `hub`: session views, trigger selection, completion waits, wake-ups;
+//! - `final_sessions`: the JSON answers of settled sessions, kept in memory;
 //! - `scheduler`, `reaper`: the background loops;
 //! - `heartbeats/`, `ping`: heartbeat monitors (documents, the engine that owns their
 //!   timers and records pings by group commit, success ratios) and their ping address;
@@ -35,6 +36,7 @@ pub mod check_secrets;
 pub mod clock;
 pub mod context;
 pub mod errors;
+pub mod final_sessions;
 pub mod heartbeats;
 pub mod hub;
 pub mod keys;
@@ -221,6 +223,17 @@ impl ServiceHandle {
         self.ctx.heartbeats.sync().await
     }
 
+    /// How many settled check sessions' answers are kept in memory.
+    pub fn final_sessions_kept(&self) -> usize {
+        self.ctx.final_sessions.len()
+    }
+
+    /// Holds the render of the status page at `/status/{url}` until the guard is
+    /// dropped: visitors meanwhile find a render in progress.
+    pub async fn hold_status_page_render(&self, url: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        status_html::hold_render(&self.ctx, url).await
+    }
+
     /// Resolves once no alert notice is queued or being delivered.
     pub async fn alerts_idle(&self) {
         self.ctx.alerts.idle().await
@@ -342,6 +355,7 @@ impl BoundService {
             alerts,
             status_notify,
             status_pages: status_html::PageCache::default(),
+            final_sessions: final_sessions::FinalSessions::default(),
         });
         Ok(BoundService {
             ctx,
@@ -406,6 +420,12 @@ impl BoundService {
             })
         };
         let mut loops = Vec::new();
+        // Key lookups are answered from memory only while this watcher confirms that
+        // no other process changed keys (see store/auth_cache.rs).
+        loops.push({
+            let ctx = ctx.clone();
+            tokio::spawn(async move { ctx.store.watch_key_revisions(ctx.stop.draining()).await })
+        });
         if options.scheduler {
             loops.push(tokio::spawn(scheduler::run(ctx.clone())));
         }

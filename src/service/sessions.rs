@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -231,26 +232,77 @@ pub fn matches_tags(tags: &[String], groups: &[Vec<String>]) -> bool {
     })
 }
 
-/// Waits up to `max_wait` for the session to be final. `Ok(None)`: the wait ran out
-/// (or the service is draining) first. Woken by the hub, never by polling.
+/// A session as the API answers it.
+#[derive(Debug)]
+pub enum SessionAnswer {
+    /// The account has no such session.
+    Missing,
+    /// Its JSON view (with results); `is_final`: its status is final.
+    Found { body: Bytes, is_final: bool },
+}
+
+/// The JSON view of a session with its results: from the settled sessions' cache
+/// ([`FinalSessions`]) without a query, else read in one statement (and kept when the
+/// session is settled).
+///
+/// [`FinalSessions`]: super::final_sessions::FinalSessions
+pub async fn session_answer(
+    ctx: &Ctx,
+    account_id: Uuid,
+    id: Uuid,
+) -> Result<SessionAnswer, ApiError> {
+    let deletions = ctx.store.session_deletions();
+    if let Some(body) = ctx.final_sessions.get(account_id, id, deletions) {
+        return Ok(SessionAnswer::Found {
+            body,
+            is_final: true,
+        });
+    }
+    let Some((session, results, settled)) = ctx.store.session_with_results(account_id, id).await?
+    else {
+        return Ok(SessionAnswer::Missing);
+    };
+    let view = session_view(&ctx.public_url, &session, Some(&results));
+    let body = Bytes::from(serde_json::to_vec(&view).map_err(|e| ApiError::internal(&e))?);
+    if settled {
+        ctx.final_sessions.put(
+            account_id,
+            id,
+            body.clone(),
+            deletions,
+            ctx.store.session_deletions(),
+        );
+    }
+    Ok(SessionAnswer::Found {
+        body,
+        is_final: session.status.is_final(),
+    })
+}
+
+/// Waits up to `max_wait` for the session to be final; returns its JSON view then.
+/// `Ok(None)`: the wait ran out (or the service is draining) first. Woken by the hub,
+/// never by polling.
 pub async fn await_final(
     ctx: &Ctx,
     account_id: Uuid,
     id: Uuid,
     max_wait: Duration,
-) -> Result<Option<(SessionRecord, Vec<ResultRecord>)>, ApiError> {
+) -> Result<Option<Bytes>, ApiError> {
     let deadline = tokio::time::Instant::now() + max_wait;
     let watch = ctx.hub.watch_session(id);
     loop {
         let notified = watch.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let Some(session) = ctx.store.get_session(account_id, id).await? else {
-            return Err(ApiError::not_found("No such check session."));
-        };
-        if session.status.is_final() {
-            let results = ctx.store.session_results(id).await?;
-            return Ok(Some((session, results)));
+        match session_answer(ctx, account_id, id).await? {
+            SessionAnswer::Missing => {
+                return Err(ApiError::not_found("No such check session."));
+            }
+            SessionAnswer::Found {
+                body,
+                is_final: true,
+            } => return Ok(Some(body)),
+            SessionAnswer::Found { .. } => {}
         }
         tokio::select! {
             _ = &mut notified => {}

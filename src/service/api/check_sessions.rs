@@ -4,8 +4,10 @@ use crate::service::api::routes::{Area, Routes};
 use std::time::Duration;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::extract::{ApiQuery, OptionalJson, parse_id};
@@ -13,7 +15,10 @@ use crate::model::RunSource;
 use crate::service::auth::ApiAuth;
 use crate::service::context::AppState;
 use crate::service::errors::ApiError;
-use crate::service::sessions::{Selection, SessionView, TriggerRequest, await_final, session_view};
+use crate::service::sessions::{
+    Selection, SessionAnswer, SessionView, TriggerRequest, await_final, session_answer,
+    session_view,
+};
 use crate::service::store::now_ms;
 
 /// Default and largest `maxWaitSeconds` of the completion endpoints.
@@ -104,17 +109,24 @@ async fn get_one(
     State(ctx): State<AppState>,
     auth: ApiAuth,
     Path(id): Path<String>,
-) -> Result<Json<SessionView>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = parse_id(&id, "checkSessionId")?;
-    let Some(session) = ctx.store.get_session(auth.account_id, id).await? else {
-        return Err(ApiError::not_found("No such check session."));
-    };
-    let results = ctx.store.session_results(id).await?;
-    Ok(Json(session_view(
-        &ctx.public_url,
-        &session,
-        Some(&results),
-    )))
+    match session_answer(&ctx, auth.account_id, id).await? {
+        SessionAnswer::Missing => Err(ApiError::not_found("No such check session.")),
+        SessionAnswer::Found { body, .. } => Ok(json_answer(body)),
+    }
+}
+
+/// A JSON answer of already serialized bytes (the session views).
+fn json_answer(body: Bytes) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -128,7 +140,7 @@ async fn completion(
     auth: ApiAuth,
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<CompletionQuery>,
-) -> Result<Json<SessionView>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = parse_id(&id, "checkSessionId")?;
     let wait = match query.max_wait_seconds {
         None => MAX_WAIT_SECS as f64,
@@ -141,11 +153,7 @@ async fn completion(
         }
     };
     match await_final(&ctx, auth.account_id, id, Duration::from_secs_f64(wait)).await? {
-        Some((session, results)) => Ok(Json(session_view(
-            &ctx.public_url,
-            &session,
-            Some(&results),
-        ))),
+        Some(body) => Ok(json_answer(body)),
         None => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             "Check session is still in progress, but maximum per-request wait time was exceeded. Please retry.",

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::auth_cache::Principal;
 use super::rows::{self, time};
 use super::{Store, StoreError, now_ms};
 use crate::service::keys;
@@ -106,6 +107,8 @@ impl Store {
         .bind(account_id.to_string())
         .execute(&mut *self.write().await?)
         .await?;
+        // A new key is no longer an unknown one.
+        self.inner.auth.invalidate();
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("account"));
         }
@@ -155,21 +158,36 @@ impl Store {
         .bind(account_id.to_string())
         .execute(&mut *self.write().await?)
         .await?;
+        // Refused from now on, before the revocation is answered.
+        self.inner.auth.invalidate();
         Ok(done.rows_affected() > 0)
     }
 
-    /// The account an active API key belongs to.
+    /// The account an active API key belongs to. Answered from memory when it can be
+    /// (see `auth_cache.rs`); only well-formed keys are looked up.
     pub async fn authenticate_api_key(&self, presented: &str) -> Result<Option<Uuid>, StoreError> {
-        if !presented.starts_with(keys::API_KEY_PREFIX) || presented.len() > keys::MAX_KEY_LEN {
+        if !keys::well_formed(presented, keys::API_KEY_PREFIX) {
             return Ok(None);
         }
+        let found = self
+            .inner
+            .auth
+            .resolve(keys::digest(presented), |hash| self.lookup_api_key(hash))
+            .await?;
+        Ok(match found {
+            Some(Principal::Account(id)) => Some(id),
+            _ => None,
+        })
+    }
+
+    async fn lookup_api_key(&self, hash: [u8; 32]) -> Result<Option<Principal>, StoreError> {
         let row = sqlx::query(
             "SELECT account_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
         )
-        .bind(keys::hash(presented))
+        .bind(&hash[..])
         .fetch_optional(&mut *self.read().await?)
         .await?;
-        row.map(|r| rows::uuid(&r, "account_id", "api_keys"))
+        row.map(|r| rows::uuid(&r, "account_id", "api_keys").map(Principal::Account))
             .transpose()
     }
 }

@@ -336,6 +336,7 @@ impl Store {
             return Ok(None);
         }
         tx.commit().await?;
+        self.sessions_deleted();
         sessions
             .iter()
             .map(|r| rows::uuid(r, "session_id", "artifacts"))

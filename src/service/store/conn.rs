@@ -12,33 +12,37 @@
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Mutex as SyncMutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 
 use super::StoreError;
+use super::generation::Generation;
 
 /// The single write connection.
 pub(crate) struct Writer {
     conn: Mutex<Option<SqliteConnection>>,
-    /// Bumped each time a caller gives the connection back (see `Store::write_generation`).
-    generation: AtomicU64,
+    /// Busy from the moment a caller gets the connection until it gives it back, a new
+    /// generation after that (see `generation.rs`).
+    generation: Generation,
 }
 
-/// The write connection while one caller holds it; giving it back bumps the write
-/// generation.
+/// The write connection while one caller holds it; giving it back starts a new write
+/// generation (unless the holder declared its write quiet).
 pub(crate) struct WriteGuard<'a> {
     conn: MappedMutexGuard<'a, SqliteConnection>,
-    generation: &'a AtomicU64,
+    generation: &'a Generation,
 }
 
 impl Writer {
-    pub(crate) async fn open(options: &SqliteConnectOptions) -> Result<Writer, StoreError> {
+    pub(crate) async fn open(
+        options: &SqliteConnectOptions,
+        generation: Generation,
+    ) -> Result<Writer, StoreError> {
         Ok(Writer {
             conn: Mutex::new(Some(options.connect().await?)),
-            generation: AtomicU64::new(0),
+            generation,
         })
     }
 
@@ -46,14 +50,15 @@ impl Writer {
     pub(crate) async fn acquire(&self) -> Result<WriteGuard<'_>, StoreError> {
         let conn = MutexGuard::try_map(self.conn.lock().await, Option::as_mut)
             .map_err(|_| StoreError::Closed)?;
+        self.generation.acquired();
         Ok(WriteGuard {
             conn,
             generation: &self.generation,
         })
     }
 
-    pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+    pub(crate) fn generation(&self) -> &Generation {
+        &self.generation
     }
 
     /// Waits for the current holder, then closes the connection; later callers get
@@ -64,6 +69,14 @@ impl Writer {
         {
             tracing::warn!(error = %e, "closing the write connection");
         }
+    }
+}
+
+impl WriteGuard<'_> {
+    /// Declares that this holder writes nothing a cached view reads (plain heartbeat
+    /// pings): the write generation stays what it was before (see `generation.rs`).
+    pub(crate) fn quiet(&mut self) {
+        self.generation.quiet();
     }
 }
 
@@ -83,7 +96,7 @@ impl DerefMut for WriteGuard<'_> {
 
 impl Drop for WriteGuard<'_> {
     fn drop(&mut self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.generation.released();
     }
 }
 

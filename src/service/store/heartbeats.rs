@@ -323,9 +323,13 @@ impl Store {
     ) -> Result<Vec<i64>, StoreError> {
         if timers.is_empty() && notices.is_empty() && events.len() <= MAX_EVENT_ROWS {
             // The common batch, pings only: one statement is atomic on its own, so it
-            // goes in one round trip to the writer, without BEGIN and COMMIT.
+            // goes in one round trip to the writer, without BEGIN and COMMIT. It writes
+            // only `heartbeat_events`, which no cached view reads (status pages read
+            // the `failing` column): a quiet write, the write generation stays.
             if !events.is_empty() {
-                insert_events(events, &mut *self.write().await?).await?;
+                let mut conn = self.write().await?;
+                conn.quiet();
+                insert_events(events, &mut conn).await?;
             }
             return Ok(Vec::new());
         }

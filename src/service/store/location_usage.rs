@@ -172,6 +172,8 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        // Its agent keys are refused from now on, before the deletion is answered.
+        self.inner.auth.invalidate();
         Ok(LocationDeletion::Deleted)
     }
 

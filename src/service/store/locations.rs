@@ -6,6 +6,7 @@ use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::auth_cache::Principal;
 use super::rows::{self, time};
 use super::{Store, StoreError, now_ms};
 use crate::service::keys;
@@ -165,6 +166,8 @@ impl Store {
             .bind(id.to_string())
             .execute(&mut *self.write().await?)
             .await?;
+        // Its agent keys are refused from now on, before the deletion is answered.
+        self.inner.auth.invalidate();
         Ok(done.rows_affected() > 0)
     }
 
@@ -210,6 +213,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        // A new key is no longer an unknown one.
+        self.inner.auth.invalidate();
         Ok((
             LocationKeyInfo {
                 id,
@@ -261,31 +266,48 @@ impl Store {
         .bind(location_id.to_string())
         .execute(&mut *self.write().await?)
         .await?;
+        // Refused from now on, before the revocation is answered.
+        self.inner.auth.invalidate();
         Ok(done.rows_affected() > 0)
     }
 
-    /// The location an active agent key belongs to.
+    /// The location an active agent key belongs to. Answered from memory when it can
+    /// be (see `auth_cache.rs`); only well-formed keys are looked up.
     pub async fn authenticate_location_key(
         &self,
         presented: &str,
     ) -> Result<Option<LocationAuth>, StoreError> {
-        if !presented.starts_with(keys::AGENT_KEY_PREFIX) || presented.len() > keys::MAX_KEY_LEN {
+        if !keys::well_formed(presented, keys::AGENT_KEY_PREFIX) {
             return Ok(None);
         }
+        let found = self
+            .inner
+            .auth
+            .resolve(keys::digest(presented), |hash| {
+                self.lookup_location_key(hash)
+            })
+            .await?;
+        Ok(match found {
+            Some(Principal::Location(location)) => Some(location),
+            _ => None,
+        })
+    }
+
+    async fn lookup_location_key(&self, hash: [u8; 32]) -> Result<Option<Principal>, StoreError> {
         let row = sqlx::query(
             "SELECT l.id, l.account_id, l.slug_name
                FROM location_keys k JOIN private_locations l ON l.id = k.location_id
               WHERE k.key_hash = ? AND k.revoked_at IS NULL",
         )
-        .bind(keys::hash(presented))
+        .bind(&hash[..])
         .fetch_optional(&mut *self.read().await?)
         .await?;
         row.map(|r| {
-            Ok(LocationAuth {
+            Ok(Principal::Location(LocationAuth {
                 location_id: rows::uuid(&r, "id", "private_locations")?,
                 account_id: rows::uuid(&r, "account_id", "private_locations")?,
                 slug_name: r.try_get("slug_name")?,
-            })
+            }))
         })
         .transpose()
     }

@@ -46,6 +46,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "agent error reports",
         include_str!("../../../migrations/0008_agent_error_reports.sql"),
     ),
+    (
+        9,
+        "key revision",
+        include_str!("../../../migrations/0009_key_revision.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.

@@ -9,9 +9,11 @@
 mod accounts;
 mod alerts;
 mod artifacts;
+mod auth_cache;
 mod checks;
 mod conn;
 mod error_reports;
+mod generation;
 mod heartbeats;
 mod jobs;
 mod location_usage;
@@ -56,7 +58,11 @@ pub use status_pages::{
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use auth_cache::AuthCache;
+use generation::Generation;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
@@ -112,8 +118,15 @@ pub struct Store {
 }
 
 struct Inner {
+    /// Keeps the write generation (see `generation.rs`).
     writer: Writer,
     readers: Readers,
+    /// Key hash -> account or location, kept current by the key revision watcher
+    /// (see `auth_cache.rs`).
+    auth: AuthCache,
+    /// Bumped after every commit that deleted check sessions (with their checks), so
+    /// caches of session answers drop what they hold.
+    session_deletions: AtomicU64,
 }
 
 impl Store {
@@ -128,21 +141,36 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true)
             .pragma("temp_store", "memory");
-        let writer = Writer::open(&options).await?;
+        let writer = Writer::open(&options, Generation::default()).await?;
         migrations::run(&mut *writer.acquire().await?).await?;
         let readers = Readers::open(&options, READ_CONNECTIONS).await?;
         Ok(Store {
-            inner: Arc::new(Inner { writer, readers }),
+            inner: Arc::new(Inner {
+                writer,
+                readers,
+                auth: AuthCache::new(),
+                session_deletions: AtomicU64::new(0),
+            }),
         })
     }
 
-    /// The write generation: it changes each time the write connection is given back,
-    /// i.e. after every write (and after the few reads that go through the writer): a
-    /// value read before a read and unchanged after it means nothing was written in
-    /// between. Caches of derived views compare it to know whether they are still
-    /// current.
-    pub fn write_generation(&self) -> u64 {
-        self.inner.writer.generation()
+    /// The write generation, `None` while a write may be in progress. A view read after
+    /// this returned `Some(g)` is current as long as it still returns `Some(g)`: nothing
+    /// it reads was written since. Plain heartbeat pings (rows no cached view reads) do
+    /// not change it. See `generation.rs`.
+    pub fn write_generation(&self) -> Option<u64> {
+        self.inner.writer.generation().current()
+    }
+
+    /// Changes after every commit that deleted check sessions; read it before a read of
+    /// a session whose answer is kept, and keep the answer only if it is unchanged.
+    pub fn session_deletions(&self) -> u64 {
+        self.inner.session_deletions.load(Ordering::Acquire)
+    }
+
+    /// After a commit that deleted check sessions.
+    fn sessions_deleted(&self) {
+        self.inner.session_deletions.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The single write connection; every write goes through it. Callers wait their

@@ -60,6 +60,18 @@ const SUMMARY_COLUMNS: &str =
     name, status, has_errors, has_failures, is_degraded, aborted, is_cancelled,
     over_max_response_time, response_time, attempts, started_at, stopped_at, created_at";
 
+/// `SUMMARY_COLUMNS` of a table aliased `r`, under their own names.
+pub(super) const SUMMARY_COLUMNS_OF_R: &str =
+    "r.id, r.check_id, r.session_id, r.job_id, r.lease_id, r.run_location, r.result_type,
+    r.check_type, r.name, r.status, r.has_errors, r.has_failures, r.is_degraded, r.aborted,
+    r.is_cancelled, r.over_max_response_time, r.response_time, r.attempts, r.started_at,
+    r.stopped_at, r.created_at";
+
+/// A result read with the summary columns (no full document).
+pub(super) fn summary_from_row(r: &SqliteRow) -> Result<ResultRecord, StoreError> {
+    result_from_row(r, false)
+}
+
 fn result_from_row(r: &SqliteRow, full: bool) -> Result<ResultRecord, StoreError> {
     let result_type: String = r.try_get("result_type")?;
     let check_type: String = r.try_get("check_type")?;

@@ -11,7 +11,7 @@ use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
 
 use super::rows::{self, time};
-use super::{Store, StoreError};
+use super::{ResultRecord, Store, StoreError};
 use crate::model::{CheckType, RunSource, RunStatus, SessionStatus};
 use crate::service::check_kinds::agents_run;
 use crate::service::scheduler::next_slot;
@@ -96,24 +96,70 @@ pub(super) fn parse_check_type(s: &str, table: &'static str) -> Result<CheckType
 const SESSION_COLUMNS: &str = "id, account_id, check_id, check_type, name, status, run_source,
                                run_locations, started_at, stopped_at";
 
+/// The names a query gives the session columns.
+struct SessionCols {
+    id: &'static str,
+    account_id: &'static str,
+    check_id: &'static str,
+    check_type: &'static str,
+    name: &'static str,
+    status: &'static str,
+    run_source: &'static str,
+    run_locations: &'static str,
+    started_at: &'static str,
+    stopped_at: &'static str,
+}
+
+/// As `SESSION_COLUMNS` names them.
+const PLAIN: SessionCols = SessionCols {
+    id: "id",
+    account_id: "account_id",
+    check_id: "check_id",
+    check_type: "check_type",
+    name: "name",
+    status: "status",
+    run_source: "run_source",
+    run_locations: "run_locations",
+    started_at: "started_at",
+    stopped_at: "stopped_at",
+};
+
+/// As the session-with-results query names them (its result columns keep theirs).
+const JOINED: SessionCols = SessionCols {
+    id: "s_id",
+    account_id: "s_account_id",
+    check_id: "s_check_id",
+    check_type: "s_check_type",
+    name: "s_name",
+    status: "s_status",
+    run_source: "s_run_source",
+    run_locations: "s_run_locations",
+    started_at: "s_started_at",
+    stopped_at: "s_stopped_at",
+};
+
 fn session_from_row(r: &SqliteRow) -> Result<SessionRecord, StoreError> {
-    let check_type: String = r.try_get("check_type")?;
-    let status: String = r.try_get("status")?;
-    let run_source: String = r.try_get("run_source")?;
+    session_from_cols(r, &PLAIN)
+}
+
+fn session_from_cols(r: &SqliteRow, c: &SessionCols) -> Result<SessionRecord, StoreError> {
+    let check_type: String = r.try_get(c.check_type)?;
+    let status: String = r.try_get(c.status)?;
+    let run_source: String = r.try_get(c.run_source)?;
     Ok(SessionRecord {
-        id: rows::uuid(r, "id", "check_sessions")?,
-        account_id: rows::uuid(r, "account_id", "check_sessions")?,
-        check_id: rows::uuid(r, "check_id", "check_sessions")?,
+        id: rows::uuid(r, c.id, "check_sessions")?,
+        account_id: rows::uuid(r, c.account_id, "check_sessions")?,
+        check_id: rows::uuid(r, c.check_id, "check_sessions")?,
         check_type: parse_check_type(&check_type, "check_sessions")?,
-        name: r.try_get("name")?,
+        name: r.try_get(c.name)?,
         status: SessionStatus::parse(&status).ok_or_else(|| StoreError::Corrupt {
             table: "check_sessions",
             message: format!("unknown status {status:?}"),
         })?,
         run_source: parse_enum(&run_source, "check_sessions")?,
-        run_locations: rows::json(r, "run_locations", "check_sessions")?,
-        started_at: rows::ts(r, "started_at")?,
-        stopped_at: rows::opt_ts(r, "stopped_at")?,
+        run_locations: rows::json(r, c.run_locations, "check_sessions")?,
+        started_at: rows::ts(r, c.started_at)?,
+        stopped_at: rows::opt_ts(r, c.stopped_at)?,
     })
 }
 
@@ -548,6 +594,47 @@ impl Store {
         .fetch_optional(&mut *self.read().await?)
         .await?;
         row.as_ref().map(session_from_row).transpose()
+    }
+
+    /// One session of the account with its results (in arrival order), in one
+    /// statement. The flag says whether the session is *settled*: final and without
+    /// jobs left, so that nothing about it changes any more (a CANCELLED session can
+    /// still get the result of a job leased before the cancel; see `cancel_session`).
+    /// Only deleting its check removes it then ([`Store::session_deletions`]).
+    pub async fn session_with_results(
+        &self,
+        account_id: Uuid,
+        id: Uuid,
+    ) -> Result<Option<(SessionRecord, Vec<ResultRecord>, bool)>, StoreError> {
+        let found = sqlx::query(&format!(
+            "SELECT s.id AS s_id, s.account_id AS s_account_id, s.check_id AS s_check_id,
+                    s.check_type AS s_check_type, s.name AS s_name, s.status AS s_status,
+                    s.run_source AS s_run_source, s.run_locations AS s_run_locations,
+                    s.started_at AS s_started_at, s.stopped_at AS s_stopped_at,
+                    EXISTS (SELECT 1 FROM jobs j WHERE j.session_id = s.id) AS s_pending,
+                    {}
+               FROM check_sessions s LEFT JOIN check_results r ON r.session_id = s.id
+              WHERE s.id = ? AND s.account_id = ?
+              ORDER BY r.created_at, r.id",
+            super::results::SUMMARY_COLUMNS_OF_R
+        ))
+        .bind(id.to_string())
+        .bind(account_id.to_string())
+        .fetch_all(&mut *self.read().await?)
+        .await?;
+        let Some(first) = found.first() else {
+            return Ok(None);
+        };
+        let session = session_from_cols(first, &JOINED)?;
+        let pending: bool = first.try_get("s_pending")?;
+        let mut results = Vec::with_capacity(found.len());
+        for r in &found {
+            if r.try_get::<Option<String>, _>("id")?.is_some() {
+                results.push(super::results::summary_from_row(r)?);
+            }
+        }
+        let settled = session.status.is_final() && !pending;
+        Ok(Some((session, results, settled)))
     }
 
     /// Sessions of a check, newest first.
