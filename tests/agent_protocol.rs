@@ -68,7 +68,7 @@ async fn invalid_job_is_reported_polling_continues_and_sigterm_drains() {
     let bad = job(json!({"checkType": "URL", "name": "no request"}));
     let (deliver, gate) = oneshot::channel();
     let mut service = FakeService::start(Script {
-        leases: [vec![bad.clone()]].into(),
+        uptime_jobs: [bad.clone()].into(),
         results: [ResultsReply::AcceptWhen(gate)].into(),
         ..Script::default()
     })
@@ -91,30 +91,32 @@ async fn invalid_job_is_reported_polling_continues_and_sigterm_drains() {
         .wait_for_log(&format!("Starting Consumer {agent_id}"))
         .await;
     assert_eq!(started["level"], "INFO");
-    match service.next_significant().await {
-        Event::Lease { n: 1, body } => {
-            assert_eq!(body.agent_id, agent_id);
-            assert_eq!(body.capacity.uptime, 7);
-            assert_eq!(body.capacity.heavy, 2);
-            assert_eq!(body.wait_secs, MAX_LEASE_WAIT_SECS);
-        }
-        other => panic!("expected the first LEASE, got {other:?}"),
-    }
-
+    // One long-poll per pool, each for all of its pool's slots.
+    let mut asked = Vec::new();
+    let mut results = None;
+    let mut next_uptime_lease = false;
     // The invalid job comes back as an InvalidJob result naming the field, and the
     // agent keeps polling while that result is still being delivered.
-    let mut results = None;
-    let mut second_lease = false;
-    while results.is_none() || !second_lease {
+    while results.is_none() || !next_uptime_lease {
         match service.next_significant().await {
             Event::Results(r) => results = Some(r.results),
-            Event::Lease { n: 2, body } => {
-                assert_eq!(body.capacity.uptime, 7, "the invalid job took no slot");
-                second_lease = true;
+            Event::Lease { n, body } => {
+                assert_eq!(body.agent_id, agent_id);
+                assert_eq!(body.wait_secs, MAX_LEASE_WAIT_SECS);
+                let c = (body.capacity.uptime, body.capacity.heavy);
+                assert!(c == (7, 0) || c == (0, 2), "{c:?}");
+                if n <= 2 {
+                    asked.push(c);
+                } else {
+                    assert_eq!(c, (7, 0), "the invalid job took no slot");
+                    next_uptime_lease = true;
+                }
             }
             other => panic!("unexpected request {other:?}"),
         }
     }
+    asked.sort();
+    assert_eq!(asked, [(0, 2), (7, 0)]);
     let results = results.unwrap();
     assert_eq!(results.len(), 1);
     let r = &results[0];
@@ -271,6 +273,51 @@ async fn valid_job_runs_in_its_pool_and_its_result_is_reported() {
         r.result.error.as_ref().map(|e| e.kind),
         Some(ErrorKind::InvalidJob)
     );
+    agent.terminate();
+    let (status, stderr) = agent.wait().await;
+    assert_eq!(status.code(), Some(0), "{}", stderr.join("\n"));
+}
+
+/// Each pool polls on its own: while the only uptime slot is busy, the agent's long-poll
+/// for heavy jobs must not keep the next uptime job waiting once the slot is free (a
+/// single lease request for both pools, sent while uptime was full, asked for heavy
+/// jobs only and held the agent there for the whole long-poll).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freed_uptime_slot_is_filled_while_heavy_jobs_are_polled() {
+    // Nothing listens on port 1: each run fails fast.
+    let check = json!({"checkType": "URL", "request": {"url": "http://127.0.0.1:1/"}});
+    let (first, second) = (job(check.clone()), job(check));
+    let mut service = FakeService::start(Script {
+        uptime_jobs: [first.clone(), second.clone()].into(),
+        ..Script::default()
+    })
+    .await;
+    let spool = tempfile::tempdir().unwrap();
+    let url = service.url();
+    let mut env = agent_env(KEY, &url, spool.path());
+    env.push(("UPTIME_CONCURRENCY", "1".to_owned()));
+    env.push(("JOB_CONCURRENCY", "1".to_owned()));
+    let agent = AgentProcess::spawn(&env);
+    let mut reported = Vec::new();
+    while reported.len() < 2 {
+        match service.next_significant().await {
+            Event::Results(r) => reported.extend(r.results.iter().map(|r| r.job_id)),
+            Event::Lease { body, .. } => {
+                let c = body.capacity;
+                assert!(
+                    (c.uptime == 0) != (c.heavy == 0),
+                    "a lease request asks for one pool: {c:?}"
+                );
+                assert!(c.uptime <= 1 && c.heavy <= 1, "{c:?}");
+            }
+            Event::Hello { .. } => {}
+            other => panic!("unexpected request {other:?}"),
+        }
+    }
+    reported.sort();
+    let mut expected = vec![first.job_id, second.job_id];
+    expected.sort();
+    assert_eq!(reported, expected);
     agent.terminate();
     let (status, stderr) = agent.wait().await;
     assert_eq!(status.code(), Some(0), "{}", stderr.join("\n"));

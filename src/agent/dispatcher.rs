@@ -92,15 +92,15 @@ impl Dispatcher {
         }
     }
 
-    /// Waits until some pool has a free slot and returns the capacity.
-    pub async fn wait_for_capacity(&self) -> PoolCapacity {
+    /// Waits until `pool` has a free slot and returns its free slots.
+    pub async fn wait_for_capacity(&self, pool: Pool) -> u32 {
         loop {
             let changed = self.ctx.leases.changed();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let capacity = self.capacity();
-            if capacity.total() > 0 {
-                return capacity;
+            let free = self.capacity().get(pool);
+            if free > 0 {
+                return free;
             }
             changed.await;
         }

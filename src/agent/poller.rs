@@ -1,6 +1,12 @@
-//! The lease loop: long-polls the service for as many jobs as there are free slots per
-//! pool, waits for a slot when both pools are full, and backs off (1 s to 30 s, jittered)
-//! on transient errors until a healthy exchange resets the backoff.
+//! The lease loops: one per worker pool (uptime, heavy), each long-polling the service
+//! for as many jobs of its pool as it has free slots, waiting for a slot while its pool
+//! is full, and backing off (1 s to 30 s, jittered) on transient errors until a healthy
+//! exchange resets the backoff.
+//!
+//! One loop per pool, not one request for both: a long-poll cannot take more slots once
+//! it is sent, so a single request sent while the uptime pool was full would ask for
+//! heavy jobs only and hold the agent there for the whole wait while uptime slots free
+//! up and uptime jobs queue at the service.
 
 use std::sync::Arc;
 
@@ -13,7 +19,8 @@ use super::client::{ClientError, ServiceClient};
 use super::dispatcher::Dispatcher;
 use super::events::{Events, names};
 use super::state::Fatal;
-use crate::protocol::{LeaseRequest, MAX_LEASE_WAIT_SECS};
+use crate::model::Pool;
+use crate::protocol::{LeaseRequest, MAX_LEASE_WAIT_SECS, PoolCapacity};
 
 /// The lease loop's parts.
 pub struct Poller {
@@ -25,13 +32,32 @@ pub struct Poller {
 }
 
 impl Poller {
-    /// Polls until `stop` fires (an in-flight long-poll is abandoned) or the key is refused.
+    /// Polls until `stop` fires (in-flight long-polls are abandoned) or the key is
+    /// refused.
     pub async fn run(self, stop: CancellationToken) {
+        tokio::join!(
+            self.pool_loop(Pool::Uptime, &stop),
+            self.pool_loop(Pool::Heavy, &stop)
+        );
+    }
+
+    /// The lease loop of one pool.
+    async fn pool_loop(&self, pool: Pool, stop: &CancellationToken) {
         let mut backoff = Backoff::default();
         loop {
-            let capacity = tokio::select! {
+            let free = tokio::select! {
                 _ = stop.cancelled() => return,
-                c = self.dispatcher.wait_for_capacity() => c,
+                c = self.dispatcher.wait_for_capacity(pool) => c,
+            };
+            let capacity = match pool {
+                Pool::Uptime => PoolCapacity {
+                    uptime: free,
+                    heavy: 0,
+                },
+                Pool::Heavy => PoolCapacity {
+                    uptime: 0,
+                    heavy: free,
+                },
             };
             let request = LeaseRequest {
                 agent_id: self.agent_id,
@@ -46,9 +72,13 @@ impl Poller {
                 Ok(response) => {
                     backoff.reset();
                     if response.jobs.is_empty() {
-                        tracing::debug!("No jobs. Waiting..");
+                        tracing::debug!(pool = pool.as_str(), "No jobs. Waiting..");
                     } else {
-                        tracing::debug!(count = response.jobs.len(), "leased jobs");
+                        tracing::debug!(
+                            pool = pool.as_str(),
+                            count = response.jobs.len(),
+                            "leased jobs"
+                        );
                     }
                     for job in response.jobs {
                         self.dispatcher.accept(job).await;
@@ -56,6 +86,7 @@ impl Poller {
                     continue;
                 }
                 Err(ClientError::Unauthorized { .. }) => {
+                    // The agent stops on it, and `stop` ends the other pool's loop.
                     self.fatal.raise(AgentError::Unauthorized);
                     return;
                 }
@@ -68,6 +99,7 @@ impl Poller {
                     &format!("cannot lease jobs: {error}"),
                 ),
                 _ => tracing::warn!(
+                    pool = pool.as_str(),
                     retry_in_ms = delay.as_millis() as u64,
                     "cannot lease jobs: {error}"
                 ),

@@ -77,6 +77,9 @@ pub struct Script {
     pub results: VecDeque<ResultsReply>,
     /// Every LEASE answers this status and JSON error message instead.
     pub reject_leases: Option<(u16, String)>,
+    /// Uptime jobs handed out, as many as a LEASE asks uptime slots for, before
+    /// `leases` is looked at; a LEASE that asks for no uptime slot gets none of them.
+    pub uptime_jobs: VecDeque<LeasedJob>,
 }
 
 /// An error report request the fake control plane received.
@@ -199,6 +202,7 @@ async fn lease(State(s): State<Arc<Shared>>, Json(body): Json<LeaseRequest>) -> 
         *seen += 1;
         *seen
     };
+    let wanted = body.capacity.uptime as usize;
     let _ = s.events.send(Event::Lease { n, body });
     let rejection = s.script.lock().unwrap().reject_leases.clone();
     if let Some((code, message)) = rejection {
@@ -206,7 +210,15 @@ async fn lease(State(s): State<Arc<Shared>>, Json(body): Json<LeaseRequest>) -> 
         let body = serde_json::json!({"statusCode": code.as_u16(), "error": "Rejected", "message": message});
         return (code, Json(body)).into_response();
     }
-    let jobs = s.script.lock().unwrap().leases.pop_front();
+    let jobs = {
+        let mut script = s.script.lock().unwrap();
+        if wanted > 0 && !script.uptime_jobs.is_empty() {
+            let n = wanted.min(script.uptime_jobs.len());
+            Some(script.uptime_jobs.drain(..n).collect())
+        } else {
+            script.leases.pop_front()
+        }
+    };
     match jobs {
         Some(jobs) => Json(LeaseResponse { jobs }).into_response(),
         None => std::future::pending().await,
