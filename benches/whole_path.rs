@@ -122,7 +122,10 @@ async fn run_outpost(dir: &Path, target: &str, checks: u64, rounds: u64) -> Resu
             .await?
             .json()
             .await?;
-        for s in v["sessions"].as_array().context("sessions")? {
+        let Some(triggered) = v["sessions"].as_array() else {
+            bail!("triggering the checks: {v}");
+        };
+        for s in triggered {
             sessions.push(s["checkSessionId"].as_str().context("id")?.to_owned());
         }
     }

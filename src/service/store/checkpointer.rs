@@ -8,13 +8,21 @@
 //! a PASSIVE checkpoint every [`INTERVAL`], which copies what it can without blocking the
 //! writer or the readers. Under a write load that never pauses, a PASSIVE checkpoint
 //! never reaches the end of the WAL, so the WAL never starts over and would grow without
-//! bound: once it holds more than [`RESTART_FRAMES`] frames the task runs one RESTART
-//! checkpoint, which waits for the writer's current transaction, copies the few frames
-//! the last PASSIVE one left, and makes the next write start the WAL from its beginning.
+//! bound: once it holds more than [`RESTART_FRAMES`] frames the task takes the writer
+//! (waiting its turn like any writer, and declaring the turn quiet: it changes no row)
+//! and runs one RESTART checkpoint on it, which copies the few frames the last PASSIVE
+//! one left and makes the next write start the WAL from its beginning.
+//! On the writer, not on the task's connection: a RESTART checkpoint holds SQLite's write
+//! lock, and a deferred transaction that has read and then wants to write gets
+//! SQLITE_BUSY at once, without waiting, when another connection holds that lock (seen
+//! as `database is locked` 500s on check triggers). Only the writer connection ever
+//! takes the write lock.
 //! RESTART rather than TRUNCATE: shrinking and regrowing the file stalled writes for
 //! 80-500 ms where reusing it costs nothing.
 
 use std::time::Duration;
+
+use std::sync::Arc;
 
 use sqlx::ConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
@@ -23,6 +31,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::StoreError;
+use super::conn::Writer;
 
 /// Pause between two checkpoints.
 pub const INTERVAL: Duration = Duration::from_millis(250);
@@ -37,10 +46,13 @@ pub(super) struct Checkpointer {
 
 impl Checkpointer {
     /// Opens the checkpointer's connection and starts the task.
-    pub(super) async fn spawn(options: &SqliteConnectOptions) -> Result<Checkpointer, StoreError> {
+    pub(super) async fn spawn(
+        options: &SqliteConnectOptions,
+        writer: Arc<Writer>,
+    ) -> Result<Checkpointer, StoreError> {
         let conn = options.connect().await?;
         let stop = CancellationToken::new();
-        let task = tokio::spawn(run(conn, stop.clone()));
+        let task = tokio::spawn(run(conn, writer, stop.clone()));
         Ok(Checkpointer {
             stop,
             task: Mutex::new(Some(task)),
@@ -63,14 +75,16 @@ impl Drop for Checkpointer {
     }
 }
 
-async fn run(mut conn: SqliteConnection, stop: CancellationToken) {
+async fn run(mut conn: SqliteConnection, writer: Arc<Writer>, stop: CancellationToken) {
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(INTERVAL) => {}
         }
-        if let Err(error) = checkpoint_once(&mut conn).await {
-            tracing::warn!(error = %error, "WAL checkpoint failed");
+        match checkpoint_once(&mut conn, &writer).await {
+            Ok(_) => {}
+            Err(StoreError::Closed) => break,
+            Err(error) => tracing::warn!(error = %error, "WAL checkpoint failed"),
         }
     }
     if let Err(error) = sqlx::Connection::close(conn).await {
@@ -78,12 +92,17 @@ async fn run(mut conn: SqliteConnection, stop: CancellationToken) {
     }
 }
 
-/// One round: a PASSIVE checkpoint, and a RESTART one when the WAL has grown past
-/// [`RESTART_FRAMES`]. Returns the frames the WAL held.
-pub(super) async fn checkpoint_once(conn: &mut SqliteConnection) -> Result<i64, sqlx::Error> {
+/// One round: a PASSIVE checkpoint on `conn`, and a RESTART one on the writer when the
+/// WAL has grown past [`RESTART_FRAMES`]. Returns the frames the WAL held.
+pub(super) async fn checkpoint_once(
+    conn: &mut SqliteConnection,
+    writer: &Writer,
+) -> Result<i64, StoreError> {
     let frames = checkpoint(conn, "PASSIVE").await?;
     if frames > RESTART_FRAMES {
-        checkpoint(conn, "RESTART").await?;
+        let mut turn = writer.acquire().await?;
+        turn.quiet();
+        checkpoint(&mut turn, "RESTART").await?;
     }
     Ok(frames)
 }
@@ -103,6 +122,8 @@ mod tests {
     use sqlx::{ConnectOptions, Connection};
 
     use super::{RESTART_FRAMES, checkpoint, checkpoint_once};
+    use crate::service::store::conn::Writer;
+    use crate::service::store::generation::Generation;
     use crate::service::store::{PAGE_SIZE, Store};
 
     #[tokio::test]
@@ -147,26 +168,26 @@ mod tests {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .page_size(PAGE_SIZE);
-        let mut writer = options
-            .clone()
-            .pragma("wal_autocheckpoint", "0")
-            .connect()
-            .await
-            .expect("writer");
+        let writer = Writer::open(
+            &options.clone().pragma("wal_autocheckpoint", "0"),
+            Generation::default(),
+        )
+        .await
+        .expect("writer");
         let mut checkpointer = options.connect().await.expect("checkpointer");
         sqlx::query("CREATE TABLE wal_probe (id INTEGER PRIMARY KEY, data BLOB)")
-            .execute(&mut writer)
+            .execute(&mut *writer.acquire().await.expect("writer"))
             .await
             .expect("create");
 
         // The writer leaves a long WAL behind; after one round the next write starts
         // it from its beginning.
-        write_rows(&mut writer, RESTART_FRAMES).await;
-        let long = checkpoint_once(&mut checkpointer)
+        write_rows(&mut writer.acquire().await.expect("writer"), RESTART_FRAMES).await;
+        let long = checkpoint_once(&mut checkpointer, &writer)
             .await
             .expect("checkpoint");
         assert!(long > RESTART_FRAMES, "WAL held {long} frames");
-        write_rows(&mut writer, 1).await;
+        write_rows(&mut writer.acquire().await.expect("writer"), 1).await;
         let restarted = checkpoint(&mut checkpointer, "PASSIVE")
             .await
             .expect("checkpoint");
@@ -174,5 +195,6 @@ mod tests {
             restarted < 16,
             "WAL held {restarted} frames after a restart"
         );
+        writer.close().await;
     }
 }

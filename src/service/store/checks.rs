@@ -2,7 +2,6 @@
 //! schedule row of every activated check.
 
 use chrono::{DateTime, Utc};
-use sqlx::Connection;
 use sqlx::Row;
 use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;

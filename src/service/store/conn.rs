@@ -13,8 +13,8 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Mutex as SyncMutex;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
-use sqlx::{ConnectOptions, Connection};
+use sqlx::sqlite::{Sqlite, SqliteConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions, Connection, Transaction};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 
 use super::StoreError;
@@ -73,6 +73,15 @@ impl Writer {
 }
 
 impl WriteGuard<'_> {
+    /// Starts a transaction that holds SQLite's write lock from its first statement
+    /// (`BEGIN IMMEDIATE`). A deferred transaction that has read and then wants to
+    /// write gets SQLITE_BUSY at once, without waiting, when another connection (the
+    /// checkpointer's, another process's) holds that lock; an immediate one waits its
+    /// turn through the busy timeout.
+    pub(crate) async fn begin(&mut self) -> Result<Transaction<'_, Sqlite>, sqlx::Error> {
+        Connection::begin_with(&mut *self.conn, "BEGIN IMMEDIATE").await
+    }
+
     /// Declares that this holder writes nothing a cached view reads (plain heartbeat
     /// pings): the write generation stays what it was before (see `generation.rs`).
     pub(crate) fn quiet(&mut self) {
@@ -193,5 +202,59 @@ impl Drop for ReadGuard<'_> {
             idle.push(conn);
         }
         // The permit is given back after the connection (field order).
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+    use sqlx::{ConnectOptions, Connection};
+
+    use super::Writer;
+    use crate::service::store::generation::Generation;
+
+    #[tokio::test]
+    async fn a_write_transaction_holds_the_write_lock_from_its_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = SqliteConnectOptions::new()
+            .filename(dir.path().join("probe.db"))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal);
+        let writer = Writer::open(&options, Generation::default())
+            .await
+            .expect("writer");
+        let mut other = options
+            .clone()
+            .busy_timeout(Duration::ZERO)
+            .connect()
+            .await
+            .expect("other connection");
+        let mut guard = writer.acquire().await.expect("writer");
+        sqlx::query("CREATE TABLE probe (id INTEGER PRIMARY KEY)")
+            .execute(&mut *guard)
+            .await
+            .expect("create");
+
+        let mut tx = guard.begin().await.expect("begin");
+        let (rows,): (i64,) = sqlx::query_as("SELECT count(*) FROM probe")
+            .fetch_one(&mut *tx)
+            .await
+            .expect("read");
+        // Deferred, the transaction would hold a read snapshot only: the other
+        // connection would take the write lock here, and the insert below would fail
+        // with SQLITE_BUSY at once.
+        let taken = other.begin_with("BEGIN IMMEDIATE").await;
+        assert!(taken.is_err(), "another connection took the write lock");
+        drop(taken);
+        sqlx::query("INSERT INTO probe (id) VALUES (?)")
+            .bind(rows + 1)
+            .execute(&mut *tx)
+            .await
+            .expect("insert");
+        tx.commit().await.expect("commit");
+        drop(guard);
+        writer.close().await;
     }
 }

@@ -4,7 +4,6 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 

@@ -4,7 +4,6 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Connection;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;

@@ -5,7 +5,6 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
-use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 

@@ -3,7 +3,6 @@
 //! agents that said HELLO and the location's live job queue.
 
 use chrono::{DateTime, Utc};
-use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 

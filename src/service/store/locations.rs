@@ -2,7 +2,6 @@
 //! that said HELLO.
 
 use chrono::{DateTime, Utc};
-use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::Connection;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;

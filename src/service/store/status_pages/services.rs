@@ -3,7 +3,6 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use sqlx::Connection;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;

@@ -2,7 +2,6 @@
 //! URLs (Outpost's WEBHOOK) told of incident updates.
 
 use chrono::{DateTime, Utc};
-use sqlx::Connection;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 use uuid::Uuid;

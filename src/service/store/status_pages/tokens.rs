@@ -2,7 +2,6 @@
 //! token is the credential, so these are the only subscription functions not scoped
 //! by account; only the hex SHA-256 of a token is stored (`keys::hash`).
 
-use sqlx::Connection;
 use sqlx::Row;
 use uuid::Uuid;
 
