@@ -111,7 +111,7 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             public_url: self.public_url.clone(),
             lease_ttl: Duration::from_secs(self.lease_ttl_secs),
-            // Default: <public url>/ping. A --ping-url flag (OUTPOST_PING_URL) belongs here.
+            // --ping-url (OUTPOST_PING_URL); none: <public url>/ping.
             ping_url: self.ping_url.clone(),
             smtp: self.smtp_url.clone().map(|url| SmtpConfig {
                 url,

@@ -29,6 +29,10 @@ enum Kind {
     Channel,
     Location,
     Session,
+    StatusPage,
+    StatusService,
+    Incident,
+    IncidentUpdate,
     None,
 }
 
@@ -51,6 +55,7 @@ impl Kind {
 struct Fixtures {
     ids: Vec<(Kind, String)>,
     slug: String,
+    account: String,
 }
 
 impl Fixtures {
@@ -492,6 +497,21 @@ fn body_routes(f: &Fixtures) -> Vec<BodyRoute> {
             {"logicalId": "ch", "type": "alert-channel", "member": true, "payload": email.clone()},
             {"logicalId": "sub", "type": "alert-channel-subscription", "member": true,
              "payload": {"alertChannelId": {"ref": "ch"}, "checkId": {"ref": "hb"}, "activated": true}}]});
+    let service = json!({"name": "Fuzz service", "description": "d"});
+    let page = json!({"name": "Fuzz page", "url": "fuzz-page", "description": "d",
+        "defaultTheme": "AUTO", "isPrivate": false,
+        "cards": [{"name": "Core", "services": [{"id": f.of(Kind::StatusService)}]}]});
+    let mut page_put = page.clone();
+    page_put["url"] = json!("fixture-page");
+    let service_ref = json!({"id": f.of(Kind::StatusService), "name": "Fuzz service",
+        "accountId": f.account});
+    let incident = json!({"name": "Slow", "severity": "MAJOR", "services": [service_ref],
+        "incidentUpdates": [{"description": "Looking into it", "status": "INVESTIGATING"}]});
+    let incident_put = json!({"name": "Slower", "severity": "MINOR", "services": [service_ref],
+        "lastUpdateStatus": "IDENTIFIED"});
+    let update = json!({"description": "Fixed", "status": "RESOLVED", "notifySubscribers": false});
+    let subscriptions = json!({"subscriptions": [{"type": "EMAIL", "config": "ops@example.com"},
+        {"type": "WEBHOOK", "config": "http://127.0.0.1:9/status"}]});
     let r = |method: Method, path: &'static str, id_kind: Kind, valid: Value| BodyRoute {
         method,
         path,
@@ -632,6 +652,55 @@ fn body_routes(f: &Fixtures) -> Vec<BodyRoute> {
         ),
         r(
             Method::POST,
+            "/v1/status-pages/services",
+            Kind::None,
+            service.clone(),
+        ),
+        r(
+            Method::PUT,
+            "/v1/status-pages/services/{id}",
+            Kind::StatusService,
+            service,
+        ),
+        r(Method::POST, "/v1/status-pages", Kind::None, page.clone()),
+        r(
+            Method::PUT,
+            "/v1/status-pages/{id}",
+            Kind::StatusPage,
+            page_put,
+        ),
+        r(
+            Method::POST,
+            "/v1/status-pages/{id}/subscriptions/bulk",
+            Kind::StatusPage,
+            subscriptions,
+        ),
+        r(
+            Method::POST,
+            "/v1/status-pages/incidents",
+            Kind::None,
+            incident,
+        ),
+        r(
+            Method::PUT,
+            "/v1/status-pages/incidents/{id}",
+            Kind::Incident,
+            incident_put,
+        ),
+        r(
+            Method::POST,
+            "/v1/status-pages/incidents/{id}/incident-updates",
+            Kind::Incident,
+            update.clone(),
+        ),
+        r(
+            Method::PUT,
+            "/v1/status-pages/incidents/{id}/incident-updates/{update}",
+            Kind::Incident,
+            update,
+        ),
+        r(
+            Method::POST,
             "/v1/projects/deploy?dryRun=true",
             Kind::None,
             deploy.clone(),
@@ -672,6 +741,47 @@ const ID_ROUTES: &[(&str, &str, Kind)] = &[
     ("DELETE", "/v1/private-locations/{}", Kind::Location),
     ("GET", "/v1/private-locations/{}/metrics", Kind::None),
     ("DELETE", "/v1/private-locations/{}/keys/{}", Kind::Location),
+    ("GET", "/v1/status-pages/{}", Kind::None),
+    ("PUT", "/v1/status-pages/{}", Kind::None),
+    ("DELETE", "/v1/status-pages/{}", Kind::StatusPage),
+    ("GET", "/v1/status-pages/{}/subscriptions", Kind::None),
+    ("POST", "/v1/status-pages/{}/subscriptions/bulk", Kind::None),
+    ("DELETE", "/v1/status-pages/{}/subscriptions/{}", Kind::None),
+    ("GET", "/v1/status-pages/services/{}", Kind::None),
+    ("PUT", "/v1/status-pages/services/{}", Kind::None),
+    (
+        "DELETE",
+        "/v1/status-pages/services/{}",
+        Kind::StatusService,
+    ),
+    ("GET", "/v1/status-pages/incidents/{}", Kind::None),
+    ("PUT", "/v1/status-pages/incidents/{}", Kind::None),
+    ("DELETE", "/v1/status-pages/incidents/{}", Kind::Incident),
+    (
+        "GET",
+        "/v1/status-pages/incidents/{}/incident-updates",
+        Kind::None,
+    ),
+    (
+        "POST",
+        "/v1/status-pages/incidents/{}/incident-updates",
+        Kind::None,
+    ),
+    (
+        "GET",
+        "/v1/status-pages/incidents/{}/incident-updates/{}",
+        Kind::None,
+    ),
+    (
+        "PUT",
+        "/v1/status-pages/incidents/{}/incident-updates/{}",
+        Kind::None,
+    ),
+    (
+        "DELETE",
+        "/v1/status-pages/incidents/{}/incident-updates/{}",
+        Kind::IncidentUpdate,
+    ),
     ("GET", "/v1/status-pages/{}/keys", Kind::None),
     ("DELETE", "/v1/status-pages/{}/keys/{}", Kind::None),
     ("GET", "/v1/runtimes/{}", Kind::None),
@@ -691,6 +801,11 @@ const QUERY_ROUTES: &[&str] = &[
     "/v1/checks/heartbeats/{heartbeat}/availability",
     "/v1/locations",
     "/v1/runtimes",
+    "/v1/status-pages",
+    "/v1/status-pages/services",
+    "/v1/status-pages/incidents",
+    "/v1/status-pages/{page}/subscriptions",
+    "/v1/status-pages/incidents/{incident}/incident-updates",
 ];
 
 const QUERY_KEYS: &[&str] = &[
@@ -709,6 +824,8 @@ const QUERY_KEYS: &[&str] = &[
     "filter",
     "nextId",
     "maxWaitSeconds",
+    "cursor",
+    "status",
 ];
 
 // ---------------------------------------------------------------- setup
@@ -735,6 +852,7 @@ fn setup(serve: &Serve, dir: &std::path::Path) -> Env {
         fixtures: Fixtures {
             ids: Vec::new(),
             slug: creds["privateLocation"].as_str().unwrap().to_owned(),
+            account: creds["accountId"].as_str().unwrap().to_owned(),
         },
         seen: Default::default(),
     };
@@ -769,6 +887,25 @@ fn setup(serve: &Serve, dir: &std::path::Path) -> Env {
         "/v2/check-sessions/trigger",
         &json!({"target": {"checkId": [check["id"]]}}),
     );
+    let status_service = env.json(
+        Method::POST,
+        "/v1/status-pages/services",
+        &json!({"name": "Fixture service"}),
+    );
+    let status_page = env.json(
+        Method::POST,
+        "/v1/status-pages",
+        &json!({"name": "Fixture page", "url": "fixture-page",
+            "cards": [{"name": "Core", "services": [{"id": status_service["id"]}]}]}),
+    );
+    let incident = env.json(
+        Method::POST,
+        "/v1/status-pages/incidents",
+        &json!({"name": "Fixture incident", "severity": "MINOR",
+            "services": [{"id": status_service["id"], "name": "Fixture service",
+                "accountId": env.account}],
+            "incidentUpdates": [{"description": "Looking into it"}]}),
+    );
     let id = |v: &Value| match &v["id"] {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -786,6 +923,10 @@ fn setup(serve: &Serve, dir: &std::path::Path) -> Env {
         (Kind::Heartbeat, id(&heartbeat)),
         (Kind::Channel, id(&channel)),
         (Kind::Location, id(&location)),
+        (Kind::StatusService, id(&status_service)),
+        (Kind::StatusPage, id(&status_page)),
+        (Kind::Incident, id(&incident)),
+        (Kind::IncidentUpdate, id(&incident["incidentUpdates"][0])),
         (
             Kind::Session,
             session["sessions"][0]["checkSessionId"]
@@ -829,7 +970,10 @@ fn no_input_makes_the_api_fail() {
     let mut failures = Vec::new();
 
     for route in body_routes(&env.fixtures) {
-        let path = route.path.replace("{id}", &env.fixtures.of(route.id_kind));
+        let path = route
+            .path
+            .replace("{id}", &env.fixtures.of(route.id_kind))
+            .replace("{update}", &env.fixtures.of(Kind::IncidentUpdate));
         let what = format!("{} {path}", route.method);
         // A 2 MB body is refused (413 beyond the 1 MiB limit of API bodies; deploys have
         // their own) with an answer that reaches the client, even on a route that has no
@@ -905,7 +1049,9 @@ fn no_input_makes_the_api_fail() {
     for template in QUERY_ROUTES {
         let path = template
             .replace("{check}", &env.fixtures.of(Kind::Check))
-            .replace("{heartbeat}", &env.fixtures.of(Kind::Heartbeat));
+            .replace("{heartbeat}", &env.fixtures.of(Kind::Heartbeat))
+            .replace("{page}", &env.fixtures.of(Kind::StatusPage))
+            .replace("{incident}", &env.fixtures.of(Kind::Incident));
         let strategy = prop::collection::vec(
             (prop::sample::select(QUERY_KEYS), path_id(Vec::new())),
             0..5,
