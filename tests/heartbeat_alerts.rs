@@ -339,3 +339,48 @@ async fn staggered_deadlines_each_alert_once_at_their_own_time() {
     }
     svc.stop().await;
 }
+
+#[tokio::test]
+async fn slack_channels_get_a_message_and_hosted_only_types_are_kept_undelivered() {
+    let (svc, clock) = start_manual().await;
+    let mut receiver = Receiver::start(&[]).await;
+    for body in [
+        json!({"type": "SLACK", "config": {"url": receiver.url, "channel": "#ops"}}),
+        json!({"type": "PAGERDUTY", "config": {"serviceKey": "pd-secret-key"}}),
+        json!({"type": "SMS", "config": {"number": "+31612345678", "name": "on call"}}),
+    ] {
+        let resp = svc
+            .api(Method::POST, "/v1/alert-channels")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let out: Value = resp.json().await.unwrap();
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+        assert!(!out.to_string().contains("pd-secret-key"), "{out}");
+    }
+    let (_, url) = id_and_url(&create_heartbeat(&svc, heartbeat_body("etl", 60, 0)).await);
+    assert_eq!(ping(&svc, &url, Method::GET).await.0, StatusCode::OK);
+    advance(&svc, &clock, 61 * SEC).await;
+    let message = receiver.next().await.json();
+    assert_eq!(message["channel"], "#ops");
+    assert!(
+        message["text"].as_str().unwrap().contains("etl"),
+        "{message}"
+    );
+    // PAGERDUTY and SMS are stored, not delivered: nothing else arrives.
+    svc.handle.alerts_idle().await;
+    receiver.assert_quiet();
+    let list: Value = svc
+        .api(Method::GET, "/v1/alert-channels")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 3, "{list}");
+    assert!(!list.to_string().contains("pd-secret-key"), "{list}");
+    svc.stop().await;
+}

@@ -316,9 +316,14 @@ async fn alert_channels_crud_and_subscriptions() {
             "config.address:",
         ),
         (
-            json!({"type": "SLACK", "config": {"url": "http://x/"}}),
-            "type:",
+            json!({"type": "SLACK", "config": {"url": "file:///x"}}),
+            "config.url:",
         ),
+        (
+            json!({"type": "PAGERDUTY", "config": {}}),
+            "config.serviceKey:",
+        ),
+        (json!({"type": "NOPE", "config": {}}), "type:"),
         (
             json!({"type": "WEBHOOK", "config": {"url": "file:///etc/passwd"}}),
             "config.url:",

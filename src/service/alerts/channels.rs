@@ -2,8 +2,12 @@
 //! normalization of a create/update body, and the JSON a channel is shown as (the
 //! webhook secret masked).
 //!
-//! Types: WEBHOOK and EMAIL (delivered over the service's SMTP server, see
-//! `alerts::email`). The reference's other types are refused with a 400 naming `type`.
+//! Every type of the reference is stored and validated. Delivered: WEBHOOK, EMAIL (over
+//! the service's SMTP server, see `alerts::email`) and SLACK (its incoming-webhook URL).
+//! SLACK_APP, SMS, CALL, PAGERDUTY and OPSGENIE need the vendors' hosted services, which a
+//! private network does not reach: their channels are kept, and an alert for them is
+//! logged as not delivered. Secret fields (`webhookSecret`, `serviceKey`, `apiKey`) are
+//! shown masked; the mask sent back keeps the stored value.
 
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -23,8 +27,13 @@ pub const REFERENCE_TYPES: [&str; 8] = [
     "OPSGENIE",
     "CALL",
 ];
-/// The types this version accepts.
-pub const SUPPORTED_TYPES: [&str; 2] = ["EMAIL", "WEBHOOK"];
+/// The types whose alerts this version delivers.
+pub const DELIVERED_TYPES: [&str; 3] = ["EMAIL", "WEBHOOK", "SLACK"];
+/// Configuration fields shown masked.
+pub const SECRET_FIELDS: [&str; 3] = ["webhookSecret", "serviceKey", "apiKey"];
+/// Opsgenie regions and priorities.
+pub const OPSGENIE_REGIONS: [&str; 2] = ["US", "EU"];
+pub const OPSGENIE_PRIORITIES: [&str; 5] = ["P1", "P2", "P3", "P4", "P5"];
 /// What a stored webhook secret is shown as; sent back unchanged, it keeps the secret.
 pub const SECRET_MASK: &str = "*****";
 /// Longest webhook URL.
@@ -53,16 +62,7 @@ pub fn normalize_channel(
         return Err(ApiError::invalid("body", "must be a JSON object"));
     };
     let channel_type = match body.get("type") {
-        Some(Value::String(t)) if SUPPORTED_TYPES.contains(&t.as_str()) => t.clone(),
-        Some(Value::String(t)) if REFERENCE_TYPES.contains(&t.as_str()) => {
-            return Err(ApiError::invalid(
-                "type",
-                format!(
-                    "{t} channels are not supported by this version (supported: {})",
-                    SUPPORTED_TYPES.join(", ")
-                ),
-            ));
-        }
+        Some(Value::String(t)) if REFERENCE_TYPES.contains(&t.as_str()) => t.clone(),
         None | Some(Value::Null) => return Err(ApiError::invalid("type", "is required")),
         Some(_) => {
             return Err(ApiError::invalid(
@@ -76,13 +76,36 @@ pub fn normalize_channel(
         None | Some(Value::Null) => return Err(ApiError::invalid("config", "is required")),
         Some(_) => return Err(ApiError::invalid("config", "must be an object")),
     };
-    let old_secret = existing
-        .filter(|e| e.channel_type == "WEBHOOK")
-        .and_then(|e| e.config.get("webhookSecret"))
-        .and_then(Value::as_str);
+    // A masked secret sent back keeps the stored one (of a channel of the same type).
+    let old = |field: &str| {
+        existing
+            .filter(|e| e.channel_type == channel_type)
+            .and_then(|e| e.config.get(field))
+            .and_then(Value::as_str)
+    };
+    let secret = |field: &str| -> Result<Option<String>, ApiError> {
+        Ok(match string_field(config, field, MAX_SECRET_LEN)? {
+            Some(SECRET_MASK) => old(field).map(str::to_owned),
+            Some("") | None => None,
+            Some(s) => Some(s.to_owned()),
+        })
+    };
     let config = match channel_type.as_str() {
-        "WEBHOOK" => webhook_config(config, old_secret)?,
-        _ => email_config(config)?,
+        "WEBHOOK" => webhook_config(config, secret("webhookSecret")?)?,
+        "EMAIL" => email_config(config)?,
+        "SLACK" => slack_config(config)?,
+        "SLACK_APP" => json!({
+            "channel": required(config, "channel", MAX_NAME_LEN)?,
+            "name": string_field(config, "name", MAX_NAME_LEN)?,
+        }),
+        "SMS" | "CALL" => phone_config(config)?,
+        "PAGERDUTY" => json!({
+            "serviceKey": secret("serviceKey")?
+                .ok_or_else(|| ApiError::invalid("config.serviceKey", "is required"))?,
+            "account": string_field(config, "account", MAX_NAME_LEN)?,
+            "serviceName": string_field(config, "serviceName", MAX_NAME_LEN)?,
+        }),
+        _ => opsgenie_config(config, secret("apiKey")?)?,
     };
     let flag = |field: &str, default: bool| match body.get(field) {
         None | Some(Value::Null) => Ok(default),
@@ -257,10 +280,73 @@ fn pair_list(config: &Map<String, Value>, field: &str) -> Result<Value, ApiError
     Ok(Value::Array(out))
 }
 
-fn webhook_config(
+/// A string field that must be there and not be blank.
+fn required<'a>(
+    config: &'a Map<String, Value>,
+    field: &str,
+    max: usize,
+) -> Result<&'a str, ApiError> {
+    match string_field(config, field, max)? {
+        Some(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(ApiError::invalid(&format!("config.{field}"), "is required")),
+    }
+}
+
+/// SLACK: an incoming-webhook URL and an optional channel name.
+fn slack_config(config: &Map<String, Value>) -> Result<Value, ApiError> {
+    let url = required(config, "url", MAX_URL_LEN)?;
+    match url::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+        _ => {
+            return Err(ApiError::invalid(
+                "config.url",
+                "must be an http or https URL with a host",
+            ));
+        }
+    }
+    Ok(json!({"url": url, "channel": string_field(config, "channel", MAX_NAME_LEN)?}))
+}
+
+/// SMS and CALL: a phone number in E.164 form (`+` and 8 to 15 digits) and a name.
+fn phone_config(config: &Map<String, Value>) -> Result<Value, ApiError> {
+    let number = required(config, "number", 16)?;
+    let digits = number.strip_prefix('+').unwrap_or("");
+    if !(8..=15).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::invalid(
+            "config.number",
+            "must be a phone number in E.164 form: + and 8 to 15 digits",
+        ));
+    }
+    Ok(json!({"number": number, "name": string_field(config, "name", MAX_NAME_LEN)?}))
+}
+
+/// OPSGENIE: an API key, a region (US or EU, default US) and an alert priority (P1 to P5,
+/// default P3).
+fn opsgenie_config(
     config: &Map<String, Value>,
-    old_secret: Option<&str>,
+    api_key: Option<String>,
 ) -> Result<Value, ApiError> {
+    let api_key = api_key.ok_or_else(|| ApiError::invalid("config.apiKey", "is required"))?;
+    let one_of =
+        |field: &str, allowed: &[&str], default: &str| match string_field(config, field, 8)? {
+            None => Ok(default.to_owned()),
+            Some(v) if allowed.contains(&v.to_ascii_uppercase().as_str()) => {
+                Ok(v.to_ascii_uppercase())
+            }
+            Some(_) => Err(ApiError::invalid(
+                &format!("config.{field}"),
+                format!("must be one of {}", allowed.join(", ")),
+            )),
+        };
+    Ok(json!({
+        "apiKey": api_key,
+        "region": one_of("region", &OPSGENIE_REGIONS, "US")?,
+        "priority": one_of("priority", &OPSGENIE_PRIORITIES, "P3")?,
+        "name": string_field(config, "name", MAX_NAME_LEN)?,
+    }))
+}
+
+fn webhook_config(config: &Map<String, Value>, secret: Option<String>) -> Result<Value, ApiError> {
     let url = match string_field(config, "url", MAX_URL_LEN)? {
         Some(u) if !u.is_empty() => u,
         _ => return Err(ApiError::invalid("config.url", "is required")),
@@ -268,11 +354,6 @@ fn webhook_config(
     let method = string_field(config, "method", 16)?
         .unwrap_or("POST")
         .to_ascii_uppercase();
-    let secret = match string_field(config, "webhookSecret", MAX_SECRET_LEN)? {
-        Some(SECRET_MASK) => old_secret.map(str::to_owned),
-        Some("") | None => None,
-        Some(s) => Some(s.to_owned()),
-    };
     let normalized = json!({
         "name": string_field(config, "name", MAX_NAME_LEN)?.unwrap_or(""),
         "webhookType": string_field(config, "webhookType", 64)?.unwrap_or("WEBHOOK_GENERIC"),
@@ -325,13 +406,15 @@ pub fn subscription_json(s: &SubscriptionRecord) -> Value {
     })
 }
 
-/// A channel as the API shows it (`AlertChannel`), the webhook secret masked.
+/// A channel as the API shows it (`AlertChannel`), its secrets masked.
 pub fn channel_json(c: &ChannelRecord) -> Value {
     let mut config = c.config.clone();
-    if let Some(secret) = config.get_mut("webhookSecret")
-        && secret.is_string()
-    {
-        *secret = json!(SECRET_MASK);
+    for field in SECRET_FIELDS {
+        if let Some(secret) = config.get_mut(field)
+            && secret.is_string()
+        {
+            *secret = json!(SECRET_MASK);
+        }
     }
     json!({
         "id": c.id,
@@ -377,10 +460,80 @@ mod tests {
     }
 
     #[test]
+    fn every_reference_type_is_stored_with_its_secrets_masked() {
+        let ok = |b: Value| normalize_channel(b, None).expect("valid channel");
+        let slack = ok(json!({"type": "SLACK",
+            "config": {"url": "https://hooks.slack.example/T/B/x", "channel": "#ops"}}));
+        assert_eq!(slack.config["channel"], "#ops");
+        ok(json!({"type": "SLACK_APP", "config": {"channel": "C123"}}));
+        let sms =
+            ok(json!({"type": "SMS", "config": {"number": "+31612345678", "name": "on call"}}));
+        assert_eq!(sms.config["number"], "+31612345678");
+        ok(json!({"type": "CALL", "config": {"number": "+14155550100"}}));
+        let opsgenie = ok(json!({"type": "OPSGENIE",
+            "config": {"apiKey": "og-key", "region": "eu", "priority": "p1"}}));
+        assert_eq!(opsgenie.config["region"], "EU");
+        assert_eq!(opsgenie.config["priority"], "P1");
+        let pd = ok(json!({"type": "PAGERDUTY", "config": {"serviceKey": "pd-key"}}));
+
+        let record = |w: ChannelWrite| ChannelRecord {
+            id: 7,
+            account_id: Uuid::nil(),
+            channel_type: w.channel_type,
+            config: w.config,
+            send_recovery: w.send_recovery,
+            send_failure: w.send_failure,
+            send_degraded: w.send_degraded,
+            ssl_expiry: w.ssl_expiry,
+            ssl_expiry_threshold: w.ssl_expiry_threshold,
+            auto_subscribe: w.auto_subscribe,
+            subscriptions: Vec::new(),
+            created_at: chrono::Utc::now(),
+            updated_at: None,
+        };
+        let stored = record(pd);
+        let shown = channel_json(&stored);
+        assert_eq!(shown["config"]["serviceKey"], SECRET_MASK);
+        let again = normalize_channel(
+            json!({"type": "PAGERDUTY", "config": shown["config"].clone()}),
+            Some(&stored),
+        )
+        .expect("update");
+        assert_eq!(again.config["serviceKey"], "pd-key");
+        let shown = channel_json(&record(opsgenie));
+        assert_eq!(shown["config"]["apiKey"], SECRET_MASK);
+    }
+
+    #[test]
     fn errors_name_fields() {
         let f = |b: Value| field_of(normalize_channel(b, None).unwrap_err());
         assert_eq!(f(json!({"config": {}})), "type");
-        assert_eq!(f(json!({"type": "SLACK", "config": {}})), "type");
+        assert_eq!(f(json!({"type": "SLACK", "config": {}})), "config.url");
+        assert_eq!(
+            f(json!({"type": "SLACK", "config": {"url": "ftp://x/"}})),
+            "config.url"
+        );
+        assert_eq!(
+            f(json!({"type": "SLACK_APP", "config": {}})),
+            "config.channel"
+        );
+        assert_eq!(
+            f(json!({"type": "SMS", "config": {"number": "0612"}})),
+            "config.number"
+        );
+        assert_eq!(f(json!({"type": "CALL", "config": {}})), "config.number");
+        assert_eq!(
+            f(json!({"type": "PAGERDUTY", "config": {}})),
+            "config.serviceKey"
+        );
+        assert_eq!(
+            f(json!({"type": "OPSGENIE", "config": {}})),
+            "config.apiKey"
+        );
+        assert_eq!(
+            f(json!({"type": "OPSGENIE", "config": {"apiKey": "k", "region": "MARS"}})),
+            "config.region"
+        );
         assert_eq!(f(json!({"type": "NOPE", "config": {}})), "type");
         assert_eq!(f(json!({"type": "WEBHOOK"})), "config");
         assert_eq!(f(json!({"type": "WEBHOOK", "config": {}})), "config.url");

@@ -337,10 +337,57 @@ async fn deliver_to(senders: &Senders, channel: &ChannelRecord, notice: &AlertNo
             }
         }
         "EMAIL" => deliver_email(senders, channel, notice).await,
+        "SLACK" => deliver_slack(senders, channel, notice).await,
         other => tracing::warn!(
             channel = channel.id,
             channel_type = other,
-            "alert channel type not delivered by this version"
+            check = %notice.check_id,
+            alert,
+            delivered_types = channels::DELIVERED_TYPES.join(", "),
+            "alert not delivered: this version does not deliver to this channel type"
+        ),
+    }
+}
+
+/// Posts a notice to a Slack channel's incoming-webhook URL as a Slack message (logged,
+/// never raised, like the other deliveries).
+async fn deliver_slack(senders: &Senders, channel: &ChannelRecord, notice: &AlertNotice) {
+    let alert = notice.alert_type.as_str();
+    let url = channel
+        .config
+        .get("url")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|u| url::Url::parse(u).ok());
+    let Some(url) = url else {
+        tracing::error!(
+            channel = channel.id,
+            "unusable Slack configuration: config.url"
+        );
+        return;
+    };
+    let mut message = serde_json::json!({"text": notice.alert_title});
+    if let Some(name) = channel
+        .config
+        .get("channel")
+        .and_then(serde_json::Value::as_str)
+    {
+        message["channel"] = serde_json::json!(name);
+    }
+    let target = webhook::WebhookTarget::post(url, Vec::new());
+    match webhook::send(&senders.client, &senders.policy, &target, &message).await {
+        Ok(attempts) => tracing::info!(
+            channel = channel.id,
+            check = %notice.check_id,
+            alert,
+            attempts,
+            "alert delivered to Slack"
+        ),
+        Err(e) => tracing::warn!(
+            channel = channel.id,
+            check = %notice.check_id,
+            alert,
+            error = %e,
+            "alert delivery to Slack failed; giving up"
         ),
     }
 }
