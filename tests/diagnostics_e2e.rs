@@ -9,6 +9,7 @@
 //! Needs root (prints a SKIP line otherwise).
 
 mod netns_support;
+mod require_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,6 +4,7 @@
 //! server e-mail channels are skipped and webhooks still go out.
 
 mod heartbeat_support;
+mod require_support;
 mod service_support;
 mod smtp_support;
 

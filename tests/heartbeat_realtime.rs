@@ -7,6 +7,7 @@
 //! the recovery through both.
 
 mod heartbeat_support;
+mod require_support;
 mod serve_support;
 mod service_support;
 mod smtp_support;

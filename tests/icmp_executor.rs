@@ -17,6 +17,8 @@
 //! prints a SKIP line and returns. The in-process tests at the end only need ICMP
 //! sockets of some kind on loopback (root, or a permissive ping_group_range).
 
+mod require_support;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -74,7 +76,7 @@ fn lab_unavailable() -> Option<&'static str> {
 macro_rules! require_lab {
     ($name:expr) => {
         if let Some(why) = lab_unavailable() {
-            say(&format!("SKIP {}: {why}", $name));
+            require_support::skip(&format!("{}: {why}", $name));
             return;
         }
     };

@@ -10,6 +10,7 @@
 //! Needs root (prints a SKIP line otherwise).
 
 mod netns_support;
+mod require_support;
 
 use std::path::Path;
 

@@ -13,6 +13,7 @@
 //! Needs root (prints a SKIP line otherwise).
 
 mod netns_support;
+mod require_support;
 
 use std::net::Ipv4Addr;
 use std::os::unix::fs::PermissionsExt;

@@ -14,6 +14,7 @@
 //! WEBHOOK subscribers get a JSON POST at a loopback receiver (axum), retried after a
 //! 500, given up after a 410, without any SMTP server and never resent after a restart.
 
+mod require_support;
 mod serve_support;
 mod smtp_support;
 

@@ -4,6 +4,7 @@
 //! dark color scheme, asserting on what a visitor sees (text, computed colors) and
 //! saving screenshots under `<target>/screenshots/`.
 
+mod require_support;
 mod service_support;
 mod status_html_support;
 
@@ -45,14 +46,14 @@ fn playwright_dir() -> Option<PathBuf> {
     match out {
         Ok(o) if o.status.success() => Some(dir),
         Ok(o) => {
-            println!(
-                "SKIP: npm install playwright-core failed: {}",
+            require_support::skip(&format!(
+                "npm install playwright-core failed: {}",
                 String::from_utf8_lossy(&o.stderr)
-            );
+            ));
             None
         }
         Err(e) => {
-            println!("SKIP: npm is not available ({e})");
+            require_support::skip(&format!("npm is not available ({e})"));
             None
         }
     }
@@ -114,7 +115,7 @@ fn rgb(hex: &str) -> String {
 #[tokio::test]
 async fn visitors_see_public_and_private_pages_in_light_and_dark() {
     if !Path::new(CHROMIUM).exists() {
-        println!("SKIP: {CHROMIUM} is missing (apt-get install chromium)");
+        require_support::skip(&format!("{CHROMIUM} is missing (apt-get install chromium)"));
         return;
     }
     let Some(pw) = playwright_dir() else { return };

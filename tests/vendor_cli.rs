@@ -4,8 +4,10 @@
 //!
 //! The CLI is installed once into `<target>/tmp/vendor-cli` (`npm install`, the only
 //! step that needs the network); later runs reuse it. Without npm, or when the install
-//! fails (offline), the test prints a SKIP line and passes.
+//! fails (offline), the test prints a SKIP line and passes, or fails under scripts/test
+//! (see `require_support`).
 
+mod require_support;
 mod serve_support;
 
 use std::path::{Path, PathBuf};
@@ -45,7 +47,7 @@ fn vendor_cli() -> Option<PathBuf> {
         .status()
         .is_ok_and(|s| s.success());
     if !npm_works {
-        println!("SKIP: npm is not available; the vendor CLI cannot be installed");
+        require_support::skip("npm is not available; the vendor CLI cannot be installed");
         return None;
     }
     std::fs::create_dir_all(&cache).unwrap();
@@ -57,13 +59,13 @@ fn vendor_cli() -> Option<PathBuf> {
         .output()
         .unwrap();
     if !out.status.success() || !bin.join("checkly").exists() {
-        println!(
-            "SKIP: npm install of the vendor CLI failed: {}",
+        require_support::skip(&format!(
+            "npm install of the vendor CLI failed: {}",
             String::from_utf8_lossy(&out.stderr)
                 .lines()
                 .last()
                 .unwrap_or("")
-        );
+        ));
         return None;
     }
     Some(cache)

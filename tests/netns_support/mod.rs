@@ -31,7 +31,9 @@ pub fn can_run(test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !root || !ip {
-        println!("SKIP {test}: needs root and iproute2 to create network namespaces");
+        crate::require_support::skip(&format!(
+            "{test}: needs root and iproute2 to create network namespaces"
+        ));
         return false;
     }
     true

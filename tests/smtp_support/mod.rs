@@ -118,17 +118,19 @@ pub fn python() -> Option<PathBuf> {
     match created {
         Ok(out) if out.status.success() => {}
         Ok(out) => {
-            println!(
-                "SKIP: python3 -m venv failed: {}",
+            crate::require_support::skip(&format!(
+                "python3 -m venv failed: {}",
                 String::from_utf8_lossy(&out.stderr)
                     .lines()
                     .last()
                     .unwrap_or("")
-            );
+            ));
             return None;
         }
         Err(e) => {
-            println!("SKIP: python3 is not available ({e}); aiosmtpd cannot be installed");
+            crate::require_support::skip(&format!(
+                "python3 is not available ({e}); aiosmtpd cannot be installed"
+            ));
             return None;
         }
     }
@@ -145,13 +147,13 @@ pub fn python() -> Option<PathBuf> {
         .output()
         .unwrap();
     if !out.status.success() {
-        println!(
-            "SKIP: pip install aiosmtpd failed: {}",
+        crate::require_support::skip(&format!(
+            "pip install aiosmtpd failed: {}",
             String::from_utf8_lossy(&out.stderr)
                 .lines()
                 .last()
                 .unwrap_or("")
-        );
+        ));
         let _ = std::fs::remove_dir_all(&building);
         return None;
     }
