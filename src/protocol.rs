@@ -85,6 +85,20 @@ pub struct PoolCapacity {
 }
 
 impl PoolCapacity {
+    /// `free` slots of `pool`, none of the other.
+    pub fn only(pool: Pool, free: u32) -> PoolCapacity {
+        match pool {
+            Pool::Uptime => PoolCapacity {
+                uptime: free,
+                heavy: 0,
+            },
+            Pool::Heavy => PoolCapacity {
+                uptime: 0,
+                heavy: free,
+            },
+        }
+    }
+
     pub fn get(&self, pool: Pool) -> u32 {
         match pool {
             Pool::Uptime => self.uptime,

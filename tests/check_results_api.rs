@@ -328,13 +328,7 @@ async fn assets_are_listed_served_and_isolated() {
         format!("/v1/check-results/{check_id}/{result_id}"),
         format!("/v1/check-results/{check_id}"),
     ] {
-        let resp = svc
-            .http
-            .get(format!("{}{path}", svc.base))
-            .bearer_auth(&other.api_key)
-            .send()
-            .await
-            .unwrap();
+        let resp = svc.api_as(&other, Method::GET, &path).send().await.unwrap();
         error_body(resp, StatusCode::NOT_FOUND).await;
     }
     // And without a key, a 401.

@@ -349,15 +349,7 @@ async fn slack_channels_get_a_message_and_hosted_only_types_are_kept_undelivered
         json!({"type": "PAGERDUTY", "config": {"serviceKey": "pd-secret-key"}}),
         json!({"type": "SMS", "config": {"number": "+31612345678", "name": "on call"}}),
     ] {
-        let resp = svc
-            .api(Method::POST, "/v1/alert-channels")
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status();
-        let out: Value = resp.json().await.unwrap();
-        assert_eq!(status, StatusCode::CREATED, "{out}");
+        let out = create_channel(&svc, &body).await;
         assert!(!out.to_string().contains("pd-secret-key"), "{out}");
     }
     let (_, url) = id_and_url(&create_heartbeat(&svc, heartbeat_body("etl", 60, 0)).await);

@@ -431,10 +431,11 @@ async fn alert_channels_crud_and_subscriptions() {
     // Another account sees none of it.
     let other = svc.other_tenant("elsewhere").await;
     let resp = svc
-        .http
-        .get(format!("{}/v1/alert-channels/{}", svc.base, mail["id"]))
-        .bearer_auth(&other.api_key)
-        .header("x-service-account", other.account.id.to_string())
+        .api_as(
+            &other,
+            Method::GET,
+            &format!("/v1/alert-channels/{}", mail["id"]),
+        )
         .send()
         .await
         .unwrap();
@@ -661,10 +662,11 @@ async fn events_endpoint_defaults_limits_and_exact_stats() {
     error_body(resp, StatusCode::NOT_FOUND).await;
     let other = svc.other_tenant("elsewhere").await;
     let resp = svc
-        .http
-        .get(format!("{}/v1/checks/heartbeats/{id}/events", svc.base))
-        .bearer_auth(&other.api_key)
-        .header("x-service-account", other.account.id.to_string())
+        .api_as(
+            &other,
+            Method::GET,
+            &format!("/v1/checks/heartbeats/{id}/events"),
+        )
         .send()
         .await
         .unwrap();

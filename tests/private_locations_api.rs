@@ -28,6 +28,16 @@ async fn create_key(svc: &TestService, id: &str) -> reqwest::Response {
         .unwrap()
 }
 
+async fn revoke_key(svc: &TestService, id: &str, key_id: &str) -> reqwest::Response {
+    svc.api(
+        Method::DELETE,
+        &format!("/v1/private-locations/{id}/keys/{key_id}"),
+    )
+    .send()
+    .await
+    .unwrap()
+}
+
 /// The status of a HELLO with `key`.
 async fn hello_status(svc: &TestService, key: &str) -> StatusCode {
     let agent = TestAgent::new(&svc.http, &svc.base, key);
@@ -203,28 +213,14 @@ async fn keys_are_raw_once_masked_after_and_limited_to_two() {
 
     // Revoking the first key: its agent is refused; a new key fits again.
     let key_id = first["id"].as_str().unwrap();
-    let resp = svc
-        .api(
-            Method::DELETE,
-            &format!("/v1/private-locations/{id}/keys/{key_id}"),
-        )
-        .send()
-        .await
-        .unwrap();
+    let resp = revoke_key(&svc, &id, key_id).await;
     assert_eq!(resp.status(), StatusCode::NO_CONTENT);
     assert_eq!(hello_status(&svc, &raw).await, StatusCode::UNAUTHORIZED);
     assert_eq!(
         hello_status(&svc, second["rawKey"].as_str().unwrap()).await,
         StatusCode::OK
     );
-    let resp = svc
-        .api(
-            Method::DELETE,
-            &format!("/v1/private-locations/{id}/keys/{key_id}"),
-        )
-        .send()
-        .await
-        .unwrap();
+    let resp = revoke_key(&svc, &id, key_id).await;
     error_body(resp, StatusCode::NOT_FOUND).await;
     let resp = create_key(&svc, &id).await;
     assert_eq!(resp.status(), StatusCode::CREATED);
@@ -294,10 +290,7 @@ async fn other_accounts_locations_are_not_found() {
     error_body(resp, StatusCode::NOT_FOUND).await;
     // Their listing does not show my location, and theirs still exists untouched.
     let resp = svc
-        .http
-        .get(format!("{}/v1/private-locations", svc.base))
-        .bearer_auth(&other.api_key)
-        .header("x-service-account", other.account.id.to_string())
+        .api_as(&other, Method::GET, "/v1/private-locations")
         .send()
         .await
         .unwrap();
@@ -500,14 +493,7 @@ async fn revoked_and_deleted_keys_are_refused_at_once_when_answered_from_memory(
     }
 
     let key_id = first["id"].as_str().unwrap();
-    let resp = svc
-        .api(
-            Method::DELETE,
-            &format!("/v1/private-locations/{id}/keys/{key_id}"),
-        )
-        .send()
-        .await
-        .unwrap();
+    let resp = revoke_key(&svc, &id, key_id).await;
     assert_eq!(resp.status(), StatusCode::NO_CONTENT);
     assert_eq!(
         hello_status(&svc, &first_raw).await,

@@ -232,11 +232,7 @@ async fn another_accounts_objects_are_not_found() {
     let session = &svc.trigger_ids(&[id]).await[0];
     let session_id = session["checkSessionId"].as_str().unwrap();
     let other = svc.other_tenant("elsewhere").await;
-    let as_other = |method: Method, path: &str| {
-        svc.http
-            .request(method, format!("{}{path}", svc.base))
-            .bearer_auth(&other.api_key)
-    };
+    let as_other = |method: Method, path: &str| svc.api_as(&other, method, path);
     for (method, path) in [
         (Method::GET, format!("/v1/checks/{id}")),
         (Method::DELETE, format!("/v1/checks/{id}")),

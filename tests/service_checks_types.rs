@@ -824,9 +824,7 @@ async fn browser_and_multistep_checks_are_stored_and_validated() {
     // Another account sees none of them.
     let other = svc.other_tenant("theirs").await;
     let resp = svc
-        .http
-        .get(format!("{}/v1/checks/{gid}", svc.base))
-        .bearer_auth(&other.api_key)
+        .api_as(&other, Method::GET, &format!("/v1/checks/{gid}"))
         .send()
         .await
         .unwrap();

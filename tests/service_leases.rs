@@ -20,10 +20,7 @@ async fn expired_lease_is_requeued_for_another_agent_and_the_old_result_refused(
     })
     .await;
     let check = svc.create_check(json!({})).await;
-    let sid = svc.trigger_ids(&[check["id"].as_str().unwrap()]).await[0]["checkSessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = svc.trigger_one(check["id"].as_str().unwrap()).await;
     let dead = svc.agent();
     let first = dead.lease(1, 0).await;
     assert_eq!(first.len(), 1);
@@ -83,10 +80,7 @@ async fn jobs_lost_three_times_time_out_the_session() {
     })
     .await;
     let check = svc.create_check(json!({})).await;
-    let sid = svc.trigger_ids(&[check["id"].as_str().unwrap()]).await[0]["checkSessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = svc.trigger_one(check["id"].as_str().unwrap()).await;
     let agent = svc.agent();
     for round in 1..=3 {
         let jobs = agent.lease(1, 0).await;
@@ -108,10 +102,7 @@ async fn jobs_lost_three_times_time_out_the_session() {
     assert_eq!(r["aborted"], true);
 
     // A queued job nobody picks up is given up after six minutes.
-    let sid = svc.trigger_ids(&[check["id"].as_str().unwrap()]).await[0]["checkSessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = svc.trigger_one(check["id"].as_str().unwrap()).await;
     let soon = chrono::Utc::now() + chrono::Duration::minutes(5);
     assert_eq!(svc.handle.run_reaper(soon).await.unwrap().timed_out, 0);
     let late = chrono::Utc::now() + chrono::Duration::minutes(7);
@@ -230,10 +221,7 @@ async fn artifacts_stream_to_disk_with_a_size_cap() {
     })
     .await;
     let check = svc.create_check(json!({})).await;
-    let sid = svc.trigger_ids(&[check["id"].as_str().unwrap()]).await[0]["checkSessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = svc.trigger_one(check["id"].as_str().unwrap()).await;
     let agent = svc.agent();
     let job = agent.lease(1, 0).await.remove(0);
     let url = |name: &str, lease: &str| {

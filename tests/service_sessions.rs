@@ -220,10 +220,7 @@ async fn sessions_aggregate_progress_and_failure_over_locations() {
     let check = svc
         .create_check(json!({"privateLocations": ["local", "second", "third"]}))
         .await;
-    let sid = svc.trigger_ids(&[check["id"].as_str().unwrap()]).await[0]["checkSessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = svc.trigger_one(check["id"].as_str().unwrap()).await;
     let agents = [
         svc.agent(),
         TestAgent::new(&svc.http, &svc.base, &second_key),
@@ -264,10 +261,7 @@ async fn sessions_aggregate_progress_and_failure_over_locations() {
 async fn completion_times_out_then_answers_when_the_result_arrives() {
     let svc = TestService::start().await;
     let check = svc.create_check(json!({})).await;
-    let sid = svc.trigger_ids(&[check["id"].as_str().unwrap()]).await[0]["checkSessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = svc.trigger_one(check["id"].as_str().unwrap()).await;
     let resp = svc
         .api(
             Method::GET,
@@ -364,10 +358,7 @@ async fn cancel_drops_queued_jobs_and_keeps_the_status() {
     let check = svc
         .create_check(json!({"privateLocations": ["local", "second"]}))
         .await;
-    let sid = svc.trigger_ids(&[check["id"].as_str().unwrap()]).await[0]["checkSessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = svc.trigger_one(check["id"].as_str().unwrap()).await;
     let agent = svc.agent();
     let jobs = agent.lease(1, 0).await;
     assert_eq!(jobs.len(), 1);
@@ -426,10 +417,7 @@ async fn settled_sessions_are_kept_until_their_check_is_deleted() {
     let svc = TestService::start().await;
     let check = svc.create_check(json!({"name": "kept"})).await;
     let check_id = check["id"].as_str().unwrap().to_owned();
-    let sid = svc.trigger_ids(&[&check_id]).await[0]["checkSessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = svc.trigger_one(&check_id).await;
     let agent = svc.agent();
     let jobs = agent.lease(1, 0).await;
     assert_eq!(jobs.len(), 1);
@@ -471,13 +459,7 @@ async fn settled_sessions_are_kept_until_their_check_is_deleted() {
         format!("/v1/check-sessions/{sid}"),
         format!("/v1/check-sessions/{sid}/completion"),
     ] {
-        let resp = svc
-            .http
-            .get(format!("{}{path}", svc.base))
-            .bearer_auth(&other.api_key)
-            .send()
-            .await
-            .unwrap();
+        let resp = svc.api_as(&other, Method::GET, &path).send().await.unwrap();
         error_body(resp, StatusCode::NOT_FOUND).await;
     }
 

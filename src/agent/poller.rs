@@ -49,16 +49,7 @@ impl Poller {
                 _ = stop.cancelled() => return,
                 c = self.dispatcher.wait_for_capacity(pool) => c,
             };
-            let capacity = match pool {
-                Pool::Uptime => PoolCapacity {
-                    uptime: free,
-                    heavy: 0,
-                },
-                Pool::Heavy => PoolCapacity {
-                    uptime: 0,
-                    heavy: free,
-                },
-            };
+            let capacity = PoolCapacity::only(pool, free);
             let request = LeaseRequest {
                 agent_id: self.agent_id,
                 capacity,

@@ -182,33 +182,29 @@ pub async fn states(svc: &TestService, check_id: &str, query: &str) -> Vec<Strin
 
 /// Creates a webhook channel; returns its id.
 pub async fn create_webhook(svc: &TestService, url: &str, secret: Option<&str>) -> i64 {
-    let resp = svc
-        .api(Method::POST, "/v1/alert-channels")
-        .json(
-            &json!({"type": "WEBHOOK", "config": {"name": "test", "url": url,
-            "webhookSecret": secret}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status();
-    let out: Value = resp.json().await.unwrap();
-    assert_eq!(status, StatusCode::CREATED, "{out}");
-    out["id"].as_i64().unwrap()
+    let body = json!({"type": "WEBHOOK", "config": {"name": "test", "url": url,
+        "webhookSecret": secret}});
+    create_channel(svc, &body).await["id"].as_i64().unwrap()
 }
 
 /// Creates an e-mail channel; returns its id.
 pub async fn create_email_channel(svc: &TestService, address: &str) -> i64 {
+    let body = json!({"type": "EMAIL", "config": {"address": address}});
+    create_channel(svc, &body).await["id"].as_i64().unwrap()
+}
+
+/// Creates an alert channel from `body` (201 expected); returns it as answered.
+pub async fn create_channel(svc: &TestService, body: &Value) -> Value {
     let resp = svc
         .api(Method::POST, "/v1/alert-channels")
-        .json(&json!({"type": "EMAIL", "config": {"address": address}}))
+        .json(body)
         .send()
         .await
         .unwrap();
     let status = resp.status();
     let out: Value = resp.json().await.unwrap();
     assert_eq!(status, StatusCode::CREATED, "{out}");
-    out["id"].as_i64().unwrap()
+    out
 }
 
 /// One request the receiver got.

@@ -107,6 +107,14 @@ impl TestService {
             .header("x-service-account", self.tenant.account.id.to_string())
     }
 
+    /// A public API request with another tenant's key and account header.
+    pub fn api_as(&self, tenant: &Tenant, method: Method, path: &str) -> RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&tenant.api_key)
+            .header("x-service-account", tenant.account.id.to_string())
+    }
+
     /// Creates another tenant (its own account, key, location and agent key).
     pub async fn other_tenant(&self, slug: &str) -> Tenant {
         admin::create_tenant(self.handle.store(), "other", "Other", slug)
@@ -147,6 +155,14 @@ impl TestService {
         let out: Value = resp.json().await.unwrap();
         assert_eq!(status, StatusCode::CREATED, "{out}");
         out
+    }
+
+    /// Triggers one check; returns its session's id.
+    pub async fn trigger_one(&self, check_id: &str) -> String {
+        self.trigger_ids(&[check_id]).await[0]["checkSessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     }
 
     /// Triggers the given checks; returns the sessions of the 201 answer.

@@ -304,90 +304,79 @@ async fn deliver(store: &Store, senders: &Senders, q: Queued) {
 }
 
 async fn deliver_to(senders: &Senders, channel: &ChannelRecord, notice: &AlertNotice) {
-    let alert = notice.alert_type.as_str();
     match channel.channel_type.as_str() {
-        "WEBHOOK" => {
-            let target = match webhook::WebhookTarget::from_config(&channel.config) {
-                Ok(t) => t,
-                Err((field, message)) => {
-                    tracing::error!(
-                        channel = channel.id,
-                        field,
-                        message,
-                        "unusable webhook configuration"
-                    );
-                    return;
-                }
-            };
-            match webhook::send(&senders.client, &senders.policy, &target, notice).await {
-                Ok(attempts) => tracing::info!(
-                    channel = channel.id,
-                    check = %notice.check_id,
-                    alert,
-                    attempts,
-                    "alert delivered to webhook"
-                ),
-                Err(e) => tracing::warn!(
-                    channel = channel.id,
-                    check = %notice.check_id,
-                    alert,
-                    error = %e,
-                    "alert delivery to webhook failed; giving up"
-                ),
+        "WEBHOOK" => match webhook::WebhookTarget::from_config(&channel.config) {
+            Ok(target) => post_alert(senders, channel, notice, "webhook", &target, notice).await,
+            Err((field, message)) => tracing::error!(
+                channel = channel.id,
+                field,
+                message,
+                "unusable webhook configuration"
+            ),
+        },
+        "SLACK" => match slack_message(channel, notice) {
+            Some((target, message)) => {
+                post_alert(senders, channel, notice, "Slack", &target, &message).await
             }
-        }
+            None => tracing::error!(
+                channel = channel.id,
+                field = "url",
+                "unusable Slack configuration"
+            ),
+        },
         "EMAIL" => deliver_email(senders, channel, notice).await,
-        "SLACK" => deliver_slack(senders, channel, notice).await,
         other => tracing::warn!(
             channel = channel.id,
             channel_type = other,
             check = %notice.check_id,
-            alert,
+            alert = notice.alert_type.as_str(),
             delivered_types = channels::DELIVERED_TYPES.join(", "),
             "alert not delivered: this version does not deliver to this channel type"
         ),
     }
 }
 
-/// Posts a notice to a Slack channel's incoming-webhook URL as a Slack message (logged,
-/// never raised, like the other deliveries).
-async fn deliver_slack(senders: &Senders, channel: &ChannelRecord, notice: &AlertNotice) {
-    let alert = notice.alert_type.as_str();
-    let url = channel
-        .config
-        .get("url")
-        .and_then(serde_json::Value::as_str)
-        .and_then(|u| url::Url::parse(u).ok());
-    let Some(url) = url else {
-        tracing::error!(
-            channel = channel.id,
-            "unusable Slack configuration: config.url"
-        );
-        return;
-    };
+/// A Slack channel's incoming-webhook URL and the message posted there; None when the
+/// stored URL does not parse.
+fn slack_message(
+    channel: &ChannelRecord,
+    notice: &AlertNotice,
+) -> Option<(webhook::WebhookTarget, serde_json::Value)> {
+    let config = &channel.config;
+    let url = url::Url::parse(config.get("url")?.as_str()?).ok()?;
     let mut message = serde_json::json!({"text": notice.alert_title});
-    if let Some(name) = channel
-        .config
-        .get("channel")
-        .and_then(serde_json::Value::as_str)
-    {
+    if let Some(name) = config.get("channel").and_then(serde_json::Value::as_str) {
         message["channel"] = serde_json::json!(name);
     }
-    let target = webhook::WebhookTarget::post(url, Vec::new());
-    match webhook::send(&senders.client, &senders.policy, &target, &message).await {
+    Some((webhook::WebhookTarget::post(url, Vec::new()), message))
+}
+
+/// Posts `payload` for `notice` to an HTTP channel (`via`: webhook, Slack) with the
+/// webhook retries; the outcome is logged, never raised: the other channels go on
+/// whatever happens here.
+async fn post_alert<T: serde::Serialize + ?Sized>(
+    senders: &Senders,
+    channel: &ChannelRecord,
+    notice: &AlertNotice,
+    via: &str,
+    target: &webhook::WebhookTarget,
+    payload: &T,
+) {
+    let alert = notice.alert_type.as_str();
+    match webhook::send(&senders.client, &senders.policy, target, payload).await {
         Ok(attempts) => tracing::info!(
             channel = channel.id,
             check = %notice.check_id,
             alert,
             attempts,
-            "alert delivered to Slack"
+            "alert delivered to {via}"
         ),
         Err(e) => tracing::warn!(
             channel = channel.id,
             check = %notice.check_id,
             alert,
             error = %e,
-            "alert delivery to Slack failed; giving up"
+            "alert delivery to {via} failed; giving up"
         ),
     }
 }

@@ -225,6 +225,11 @@ mod tests {
     use super::*;
     use crate::service::store::StatusPage;
 
+    /// A render of lookup `serial` of page `p` at `url:a` finishing now with `body`.
+    fn finish(c: &PageCache, serial: u64, p: &StatusPage, body: &'static str) {
+        c.put_body("url:a", serial, p.id, Instant::now(), Bytes::from(body));
+    }
+
     fn page() -> Arc<StatusPage> {
         Arc::new(StatusPage {
             id: Uuid::new_v4(),
@@ -246,13 +251,7 @@ mod tests {
         let p = page();
         let first = c.put_page("url:a", Some(2), Instant::now(), p.clone());
         assert!(first.body.is_none());
-        c.put_body(
-            "url:a",
-            first.serial,
-            p.id,
-            Instant::now(),
-            Bytes::from("one"),
-        );
+        finish(&c, first.serial, &p, "one");
         let hit = c.current("url:a", Some(2)).unwrap();
         assert_eq!(hit.body.as_deref(), Some(&b"one"[..]));
         assert!(c.current("url:a", Some(4)).is_none(), "written since");
@@ -289,37 +288,19 @@ mod tests {
         let c = PageCache::default();
         let p = page();
         let first = c.put_page("url:a", Some(2), Instant::now(), p.clone());
-        c.put_body(
-            "url:a",
-            first.serial,
-            p.id,
-            Instant::now(),
-            Bytes::from("one"),
-        );
+        finish(&c, first.serial, &p, "one");
         let second = c.put_page("url:a", Some(4), Instant::now(), p.clone());
         assert!(second.body.is_none());
         assert_eq!(c.latest("url:a", p.id).as_deref(), Some(&b"one"[..]));
         assert!(c.latest("url:a", Uuid::new_v4()).is_none(), "another page");
         assert!(c.rendered_since("url:a", second.serial, p.id).is_none());
-        c.put_body(
-            "url:a",
-            second.serial,
-            p.id,
-            Instant::now(),
-            Bytes::from("two"),
-        );
+        finish(&c, second.serial, &p, "two");
         assert_eq!(
             c.rendered_since("url:a", second.serial, p.id).as_deref(),
             Some(&b"two"[..])
         );
         // A render of an older lookup finishing late does not replace a newer one.
-        c.put_body(
-            "url:a",
-            first.serial,
-            p.id,
-            Instant::now(),
-            Bytes::from("old"),
-        );
+        finish(&c, first.serial, &p, "old");
         assert_eq!(c.latest("url:a", p.id).as_deref(), Some(&b"two"[..]));
         c.forget("url:a");
         assert!(c.latest("url:a", p.id).is_none());

@@ -118,11 +118,12 @@ async fn checkpoint(conn: &mut SqliteConnection, mode: &str) -> Result<i64, sqlx
 
 #[cfg(test)]
 mod tests {
-    use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode};
+    use sqlx::sqlite::SqliteConnection;
     use sqlx::{ConnectOptions, Connection};
 
     use super::{RESTART_FRAMES, checkpoint, checkpoint_once};
     use crate::service::store::conn::Writer;
+    use crate::service::store::conn::tests::probe_options;
     use crate::service::store::generation::Generation;
     use crate::service::store::{PAGE_SIZE, Store};
 
@@ -163,11 +164,7 @@ mod tests {
     #[tokio::test]
     async fn a_wal_grown_past_the_limit_starts_over() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let options = SqliteConnectOptions::new()
-            .filename(dir.path().join("probe.db"))
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .page_size(PAGE_SIZE);
+        let options = probe_options(dir.path()).page_size(PAGE_SIZE);
         let writer = Writer::open(
             &options.clone().pragma("wal_autocheckpoint", "0"),
             Generation::default(),

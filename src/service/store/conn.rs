@@ -206,7 +206,8 @@ impl Drop for ReadGuard<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::path::Path;
     use std::time::Duration;
 
     use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
@@ -215,13 +216,18 @@ mod tests {
     use super::Writer;
     use crate::service::store::generation::Generation;
 
+    /// A scratch WAL database `probe.db` in `dir`.
+    pub(crate) fn probe_options(dir: &Path) -> SqliteConnectOptions {
+        SqliteConnectOptions::new()
+            .filename(dir.join("probe.db"))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+    }
+
     #[tokio::test]
     async fn a_write_transaction_holds_the_write_lock_from_its_start() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let options = SqliteConnectOptions::new()
-            .filename(dir.path().join("probe.db"))
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal);
+        let options = probe_options(dir.path());
         let writer = Writer::open(&options, Generation::default())
             .await
             .expect("writer");
