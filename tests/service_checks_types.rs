@@ -62,6 +62,25 @@ async fn get_json(svc: &TestService, path: &str) -> Value {
     resp.json().await.unwrap()
 }
 
+/// PUTs `body` to `path`; asserts 200 and returns the answer.
+async fn put_ok(svc: &TestService, path: &str, body: &Value) -> Value {
+    let resp = send(svc, Method::PUT, path, body).await;
+    let status = resp.status();
+    let out: Value = resp.json().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "PUT {path}: {out}");
+    out
+}
+
+/// Asserts that the check `created` is what `GET /v1/checks/{id}` answers and the only
+/// check of its type in the list.
+async fn assert_stored_alone_of_its_type(svc: &TestService, created: &Value) {
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(&get_json(svc, &format!("/v1/checks/{id}")).await, created);
+    let check_type = created["checkType"].as_str().unwrap();
+    let listed = get_json(svc, &format!("/v1/checks?checkType={check_type}")).await;
+    assert_eq!(listed, json!([created.clone()]));
+}
+
 /// Asserts a 400 whose message names `field` first.
 async fn assert_names(resp: reqwest::Response, field: &str, what: &str) -> String {
     let err = error_body(resp, StatusCode::BAD_REQUEST).await;
@@ -313,10 +332,123 @@ async fn generic_create_takes_the_type_from_the_body() {
     let body = merged(body_of("tcp", "x"), json!({"checkType": "SMOKE_SIGNAL"}));
     let resp = send(&svc, Method::POST, "/v1/checks", &body).await;
     assert_names(resp, "checkType", "unknown type").await;
-    let body = merged(body_of("url", "x"), json!({"checkType": "PLAYWRIGHT"}));
-    let resp = send(&svc, Method::POST, "/v1/checks", &body).await;
-    let message = assert_names(resp, "checkType", "playwright").await;
-    assert!(message.contains("not supported"), "{message}");
+    svc.stop().await;
+}
+
+/// The types the reference creates through `POST /v1/checks` only (Playwright suites,
+/// agentic, traceroute, SSL and gRPC checks; stored-only until their executors exist):
+/// created with the defaults of their reference schemas, shown as the reference's read
+/// schemas describe them, listed by type, updated through `PUT /v1/checks/{id}`,
+/// validated field by field, and never dispatched to agents.
+#[tokio::test]
+async fn generic_only_types_are_stored_validated_and_never_run() {
+    use outpost::service::reference_schema::{component, validate};
+    let svc = TestService::start().await;
+    let cases = [
+        (
+            "PLAYWRIGHT",
+            json!({"codeBundlePath": "suites/shop.tgz", "engine": "node"}),
+            "ChecksV1PlaywrightCheck",
+            ("testCommand", json!("npx playwright test")),
+            (json!({"browsers": "chromium"}), "browsers"),
+        ),
+        (
+            "AGENTIC",
+            json!({"intent": {"goal": "a visitor can pay"}}),
+            "ChecksV1GenericCheck",
+            ("aiAutoRepairEnabled", Value::Null),
+            (json!({"intent": null}), "intent"),
+        ),
+        (
+            "TRACEROUTE",
+            json!({"request": {"url": "db.internal", "protocol": "TCP", "port": 5432}}),
+            "ChecksV1TracerouteMonitor",
+            ("maxResponseTime", Value::Null),
+            (
+                json!({"request": {"url": "h", "timeout": 31}}),
+                "request.timeout",
+            ),
+        ),
+        (
+            "SSL",
+            json!({"request": {"sslConfig": {"hostname": "shop.test"}}}),
+            "ChecksV1SslMonitor",
+            ("sslConfig", json!(443)),
+            (
+                json!({"request": {"sslConfig": {"hostname": "h", "port": 0}}}),
+                "request.sslConfig.port",
+            ),
+        ),
+        (
+            "GRPC",
+            json!({"request": {"url": "grpc.internal", "port": 50051}}),
+            "ChecksV1GrpcMonitor",
+            ("degradedResponseTime", Value::Null),
+            (json!({"request": {"port": 50051}}), "request.url"),
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (check_type, extra, read_schema, (default_field, default), (bad, bad_field)) in cases {
+        let mut body = merged(
+            json!({"name": format!("{check_type} check"), "privateLocations": ["local"], "checkType": check_type}),
+            extra,
+        );
+        let resp = send(&svc, Method::POST, "/v1/checks", &body).await;
+        let status = resp.status();
+        let created: Value = resp.json().await.unwrap();
+        assert_eq!(status, StatusCode::CREATED, "{check_type}: {created}");
+        assert_eq!(created["checkType"], check_type);
+        if default_field == "sslConfig" {
+            assert_eq!(
+                created["request"]["sslConfig"]["port"], default,
+                "{created}"
+            );
+        } else {
+            assert_eq!(created[default_field], default, "{check_type}: {created}");
+        }
+        let schema = component(read_schema).unwrap();
+        validate(schema, &created, "").unwrap_or_else(|e| panic!("{check_type}: {e}"));
+        let id = created["id"].as_str().unwrap().to_owned();
+        assert_stored_alone_of_its_type(&svc, &created).await;
+
+        let updated = put_ok(&svc, &format!("/v1/checks/{id}"), &json!({"muted": true})).await;
+        assert_eq!(updated["muted"], true);
+        assert_eq!(updated["name"], created["name"]);
+
+        // A field error is a 400 naming the field, on create and on update.
+        let resp = send(&svc, Method::PUT, &format!("/v1/checks/{id}"), &bad).await;
+        assert_names(resp, bad_field, &format!("PUT {check_type} {bad}")).await;
+        for (k, v) in bad.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let resp = send(&svc, Method::POST, "/v1/checks", &body).await;
+        assert_names(resp, bad_field, &format!("POST {check_type} {bad}")).await;
+        assert_eq!(get_json(&svc, &format!("/v1/checks/{id}")).await, updated);
+
+        // No typed route: the reference has none for these types.
+        let segment = check_type.to_lowercase();
+        let resp = send(&svc, Method::POST, &format!("/v1/checks/{segment}"), &body).await;
+        assert!(
+            resp.status().is_client_error(),
+            "{segment}: {}",
+            resp.status()
+        );
+        ids.push(id);
+    }
+
+    let resp = send(
+        &svc,
+        Method::POST,
+        "/v2/check-sessions/trigger",
+        &json!({"target": {"checkId": ids}}),
+    )
+    .await;
+    let err = error_body(resp, StatusCode::BAD_REQUEST).await;
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("cannot run yet"), "{message}");
+    for check_type in ["AGENTIC", "GRPC", "PLAYWRIGHT", "SSL", "TRACEROUTE"] {
+        assert!(message.contains(check_type), "{message}");
+    }
     svc.stop().await;
 }
 
@@ -712,9 +844,7 @@ async fn browser_and_multistep_checks_are_stored_and_validated() {
         assert_eq!(created["intent"], Value::Null);
         assert_eq!(created["environmentVariables"][0]["value"], MASK);
         assert!(created.get("request").is_none());
-        assert_eq!(get_json(&svc, &format!("/v1/checks/{id}")).await, created);
-        let listed = get_json(&svc, &format!("/v1/checks?checkType={check_type}")).await;
-        assert_eq!(listed, json!([created.clone()]));
+        assert_stored_alone_of_its_type(&svc, &created).await;
 
         // Typed update merges; generic update takes the stored type.
         let resp = send(

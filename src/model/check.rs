@@ -20,6 +20,9 @@ pub enum CheckType {
     Playwright,
     Url,
     Dns,
+    Traceroute,
+    Ssl,
+    Grpc,
 }
 
 impl CheckType {
@@ -36,6 +39,9 @@ impl CheckType {
             CheckType::Playwright => "PLAYWRIGHT",
             CheckType::Url => "URL",
             CheckType::Dns => "DNS",
+            CheckType::Traceroute => "TRACEROUTE",
+            CheckType::Ssl => "SSL",
+            CheckType::Grpc => "GRPC",
         }
     }
 
@@ -53,6 +59,9 @@ impl CheckType {
             | CheckType::Tcp
             | CheckType::Dns
             | CheckType::Icmp
+            | CheckType::Traceroute
+            | CheckType::Ssl
+            | CheckType::Grpc
             | CheckType::Heartbeat => Pool::Uptime,
             CheckType::Agentic
             | CheckType::Browser

@@ -12,6 +12,7 @@ use super::check_kinds::{KindBody, fill_defaults, kind_of};
 use super::check_secrets;
 use super::errors::ApiError;
 use super::store::CheckWrite;
+use super::stored_kinds;
 use crate::model::{CheckSpec, CheckType};
 
 /// Allowed `frequency` values (minutes; 0 = every `frequencyOffset` seconds).
@@ -53,7 +54,8 @@ pub fn normalize_url_check(
 
 /// Refuses a check type that `CheckSpec::from_document` does not accept (e.g. "ICMP
 /// checks are not supported by this version"), before any other field is looked at.
-/// Stored-only kinds (browser, multistep) are accepted: `check_doc` validates them.
+/// Stored-only kinds (browser, multistep, Playwright suites, agentic, traceroute, SSL,
+/// gRPC) are accepted: `check_doc` and `stored_kinds` validate them.
 pub fn ensure_supported(check_type: CheckType) -> Result<(), ApiError> {
     if kind_of(check_type).is_some_and(|k| k.stored_only) {
         return Ok(());
@@ -188,9 +190,13 @@ pub fn normalize_check(
             Some(_) => return Err(ApiError::invalid("request", "must be an object")),
         },
         KindBody::Script => script_fields(&doc)?,
+        KindBody::PlaywrightSuite | KindBody::Agentic => {}
     }
     if let Some(kind) = kind_of(check_type) {
         fill_defaults(kind, &mut doc);
+        if kind.stored_only {
+            stored_kinds::type_fields(kind, &mut doc)?;
+        }
     }
 
     check_secrets::validate(&doc)?;
@@ -198,9 +204,13 @@ pub fn normalize_check(
         check_secrets::keep_hidden_values(&mut doc, old);
     }
 
-    let document = Value::Object(doc);
-    if !kind_of(check_type).is_some_and(|k| k.stored_only) {
-        CheckSpec::from_document(&document).map_err(|e| ApiError::invalid(&e.field, &e.message))?;
+    let mut document = Value::Object(doc);
+    match kind_of(check_type) {
+        Some(kind) if kind.stored_only => stored_kinds::conform(kind, &mut document)?,
+        _ => {
+            CheckSpec::from_document(&document)
+                .map_err(|e| ApiError::invalid(&e.field, &e.message))?;
+        }
     }
 
     Ok(CheckWrite {
@@ -404,10 +414,12 @@ fn script_fields(doc: &Map<String, Value>) -> Result<(), ApiError> {
 }
 
 fn frequency(doc: &mut Map<String, Value>, body: KindBody) -> Result<(i64, Option<i64>), ApiError> {
-    // Script checks have no sub-minute frequency (their reference enums start at 1).
-    let allowed: &[i64] = match body {
-        KindBody::Request => &FREQUENCIES,
-        KindBody::Script => &FREQUENCIES[1..],
+    // Script, suite and agentic checks have no sub-minute frequency (their reference
+    // enums start at 1).
+    let allowed: &[i64] = if body.sub_minute() {
+        &FREQUENCIES
+    } else {
+        &FREQUENCIES[1..]
     };
     let frequency = match doc.get("frequency") {
         None | Some(Value::Null) => DEFAULT_FREQUENCY,
@@ -563,7 +575,7 @@ mod tests {
 
     #[test]
     fn unsupported_types_are_refused_first() {
-        let e = normalize_check(CheckType::Playwright, json!({}), None, &slugs()).unwrap_err();
+        let e = normalize_check(CheckType::Heartbeat, json!({}), None, &slugs()).unwrap_err();
         assert_eq!(field_of(e.clone()), "checkType");
         assert!(e.message.contains("not supported"), "{}", e.message);
     }

@@ -1,9 +1,12 @@
-//! The check types the public API creates through `/v1/checks/<segment>`, with the
-//! defaults of their reference create schemas (`ChecksV1<Type>Create`). Adding a type
-//! to the API is one entry of [`CHECK_KINDS`]. A type agents run is validated by
-//! `CheckSpec::from_document`; a *stored-only* type (browser and multistep checks,
-//! whose executors come later) is validated by `check_doc` against its reference
-//! schema, stored and shown, but never scheduled or triggered ([`agents_run`]).
+//! The check types the public API creates, through `/v1/checks/<segment>` and the
+//! generic `POST /v1/checks`, with the defaults of their reference create schemas
+//! (`ChecksV1<Type>Create`). Adding a type to the API is one entry of [`CHECK_KINDS`].
+//! A type agents run is validated by `CheckSpec::from_document`; a *stored-only* type
+//! (browser, multistep, Playwright suite, agentic, traceroute, SSL and gRPC checks,
+//! whose executors come later) is validated by `check_doc` and against its reference
+//! schemas (`reference_schema`), stored and shown, but never scheduled or triggered
+//! ([`agents_run`]). The reference has typed routes for some types only; the others
+//! (no `segment`) are created through `POST /v1/checks` with their `checkType`.
 
 use serde_json::{Map, Value, json};
 
@@ -34,8 +37,9 @@ impl DefaultValue {
 /// One check type of the public API.
 #[derive(Debug, Clone, Copy)]
 pub struct CheckKind {
-    /// Route segment: `POST /v1/checks/<segment>`, `PUT /v1/checks/<segment>/{id}`.
-    pub segment: &'static str,
+    /// Route segment: `POST /v1/checks/<segment>`, `PUT /v1/checks/<segment>/{id}`;
+    /// `None` for types the reference creates through `POST /v1/checks` only.
+    pub segment: Option<&'static str>,
     pub check_type: CheckType,
     /// Top-level fields of this type filled in when absent.
     pub defaults: &'static [(&'static str, DefaultValue)],
@@ -47,6 +51,12 @@ pub struct CheckKind {
     pub body: KindBody,
     /// No executor yet: stored and validated, never run (`CheckSpec` refuses the type).
     pub stored_only: bool,
+    /// Reference schema of the type's `request` on create (stored-only request types;
+    /// run types are validated by `CheckSpec`).
+    pub request_schema: Option<&'static str>,
+    /// Reference schema the stored document of a stored-only type conforms to (what
+    /// `GET /v1/checks/{id}` answers).
+    pub read_schema: &'static str,
 }
 
 /// The type-specific part of a check document.
@@ -58,6 +68,20 @@ pub enum KindBody {
     /// A Playwright `script` (required, non-empty) with a `runtimeId` among
     /// `/v1/runtimes`; no sub-minute frequency.
     Script,
+    /// A Playwright test suite: `codeBundlePath` (required) and the suite's commands,
+    /// browsers and engine as `ChecksV1PlaywrightCheck` has them; no sub-minute
+    /// frequency.
+    PlaywrightSuite,
+    /// An agentic check: `intent` with its `goal` (required: what the agent verifies);
+    /// no sub-minute frequency.
+    Agentic,
+}
+
+impl KindBody {
+    /// Whether `frequency` 0 (every 10, 20 or 30 seconds) is allowed.
+    pub fn sub_minute(self) -> bool {
+        self == KindBody::Request
+    }
 }
 
 use DefaultValue::{Bool, EmptyList, Null, Number, Str};
@@ -73,7 +97,7 @@ const ASSERTION_DEFAULTS: &[(&str, DefaultValue)] = &[
 /// Every check type the public API creates, with its reference defaults.
 pub const CHECK_KINDS: &[CheckKind] = &[
     CheckKind {
-        segment: "url",
+        segment: Some("url"),
         check_type: CheckType::Url,
         defaults: &[
             ("degradedResponseTime", Number(3000)),
@@ -89,9 +113,11 @@ pub const CHECK_KINDS: &[CheckKind] = &[
         assertion_defaults: &[("property", Str("")), ("target", Str(""))],
         body: KindBody::Request,
         stored_only: false,
+        request_schema: None,
+        read_schema: "ChecksV1UrlMonitor",
     },
     CheckKind {
-        segment: "api",
+        segment: Some("api"),
         check_type: CheckType::Api,
         defaults: &[
             ("degradedResponseTime", Number(5000)),
@@ -110,9 +136,11 @@ pub const CHECK_KINDS: &[CheckKind] = &[
         assertion_defaults: ASSERTION_DEFAULTS,
         body: KindBody::Request,
         stored_only: false,
+        request_schema: None,
+        read_schema: "ChecksV1ApiCheck",
     },
     CheckKind {
-        segment: "tcp",
+        segment: Some("tcp"),
         check_type: CheckType::Tcp,
         defaults: &[
             ("degradedResponseTime", Number(3000)),
@@ -127,9 +155,11 @@ pub const CHECK_KINDS: &[CheckKind] = &[
         assertion_defaults: ASSERTION_DEFAULTS,
         body: KindBody::Request,
         stored_only: false,
+        request_schema: None,
+        read_schema: "ChecksV1TcpCheck",
     },
     CheckKind {
-        segment: "dns",
+        segment: Some("dns"),
         check_type: CheckType::Dns,
         defaults: &[
             ("degradedResponseTime", Number(500)),
@@ -139,9 +169,11 @@ pub const CHECK_KINDS: &[CheckKind] = &[
         assertion_defaults: ASSERTION_DEFAULTS,
         body: KindBody::Request,
         stored_only: false,
+        request_schema: None,
+        read_schema: "ChecksV1DnsMonitor",
     },
     CheckKind {
-        segment: "icmp",
+        segment: Some("icmp"),
         check_type: CheckType::Icmp,
         defaults: &[
             ("degradedResponseTime", Number(10000)),
@@ -157,24 +189,88 @@ pub const CHECK_KINDS: &[CheckKind] = &[
         assertion_defaults: ASSERTION_DEFAULTS,
         body: KindBody::Request,
         stored_only: false,
+        request_schema: None,
+        read_schema: "ChecksV1IcmpMonitor",
     },
     CheckKind {
-        segment: "browser",
+        segment: Some("browser"),
         check_type: CheckType::Browser,
         defaults: SCRIPT_DEFAULTS,
         request_defaults: &[],
         assertion_defaults: &[],
         body: KindBody::Script,
         stored_only: true,
+        request_schema: None,
+        read_schema: "ChecksV1BrowserCheck",
     },
     CheckKind {
-        segment: "multistep",
+        segment: Some("multistep"),
         check_type: CheckType::MultiStep,
         defaults: SCRIPT_DEFAULTS,
         request_defaults: &[],
         assertion_defaults: &[],
         body: KindBody::Script,
         stored_only: true,
+        request_schema: None,
+        read_schema: "ChecksV1MultiStepCheck",
+    },
+    CheckKind {
+        segment: None,
+        check_type: CheckType::Playwright,
+        defaults: &[("intent", Null), ("aiAutoRepairEnabled", Null)],
+        request_defaults: &[],
+        assertion_defaults: &[],
+        body: KindBody::PlaywrightSuite,
+        stored_only: true,
+        request_schema: None,
+        read_schema: "ChecksV1PlaywrightCheck",
+    },
+    CheckKind {
+        segment: None,
+        check_type: CheckType::Agentic,
+        defaults: &[("aiAutoRepairEnabled", Null)],
+        request_defaults: &[],
+        assertion_defaults: &[],
+        body: KindBody::Agentic,
+        stored_only: true,
+        request_schema: None,
+        read_schema: "ChecksV1GenericCheck",
+    },
+    CheckKind {
+        segment: None,
+        check_type: CheckType::Traceroute,
+        defaults: &[("degradedResponseTime", Null), ("maxResponseTime", Null)],
+        request_defaults: &[("assertions", EmptyList)],
+        assertion_defaults: ASSERTION_DEFAULTS,
+        body: KindBody::Request,
+        stored_only: true,
+        // The reference leaves the create schema of the request undefined; its read
+        // schema says what a traceroute request holds.
+        request_schema: Some("ChecksV1TracerouteRequestRead"),
+        read_schema: "ChecksV1TracerouteMonitor",
+    },
+    CheckKind {
+        segment: None,
+        check_type: CheckType::Ssl,
+        defaults: &[("degradedResponseTime", Null), ("maxResponseTime", Null)],
+        request_defaults: &[],
+        assertion_defaults: &[],
+        body: KindBody::Request,
+        stored_only: true,
+        request_schema: Some("ChecksV1SslRequest"),
+        read_schema: "ChecksV1SslMonitor",
+    },
+    CheckKind {
+        segment: None,
+        check_type: CheckType::Grpc,
+        defaults: &[("degradedResponseTime", Null), ("maxResponseTime", Null)],
+        request_defaults: &[("assertions", EmptyList)],
+        assertion_defaults: ASSERTION_DEFAULTS,
+        body: KindBody::Request,
+        stored_only: true,
+        // As for traceroute: only the read schema of a gRPC request is defined.
+        request_schema: Some("ChecksV1GrpcRequestRead"),
+        read_schema: "ChecksV1GrpcMonitor",
     },
 ];
 
@@ -232,12 +328,23 @@ mod tests {
     fn segments_and_types_are_unique() {
         for (i, a) in CHECK_KINDS.iter().enumerate() {
             for b in &CHECK_KINDS[i + 1..] {
-                assert_ne!(a.segment, b.segment);
+                if a.segment.is_some() {
+                    assert_ne!(a.segment, b.segment);
+                }
                 assert_ne!(a.check_type, b.check_type);
             }
             assert_eq!(kind_of(a.check_type).map(|k| k.segment), Some(a.segment));
+            assert!(
+                crate::service::reference_schema::component(a.read_schema).is_some(),
+                "{}",
+                a.read_schema
+            );
+            if let Some(schema) = a.request_schema {
+                assert!(crate::service::reference_schema::component(schema).is_some());
+                assert!(a.stored_only, "{schema}");
+            }
         }
-        assert!(kind_of(CheckType::Playwright).is_none());
+        assert!(kind_of(CheckType::Heartbeat).is_none());
     }
 
     /// A kind is stored-only exactly when `CheckSpec` has no variant for its type, so
@@ -250,7 +357,7 @@ mod tests {
                 crate::model::CheckSpec::from_document(&json!({"checkType": kind.check_type.as_str()})),
                 Err(e) if e.field == "checkType"
             );
-            assert_eq!(kind.stored_only, refused, "{}", kind.segment);
+            assert_eq!(kind.stored_only, refused, "{}", kind.check_type);
             assert_eq!(agents_run(kind.check_type), !refused);
         }
         assert!(!agents_run(CheckType::Heartbeat));

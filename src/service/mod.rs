@@ -16,6 +16,9 @@
 //! - `clock`: the time of heartbeats (the system clock, or a manual one in tests);
 //! - `check_doc`, `check_kinds`, `check_secrets`: validation and normalization of check
 //!   documents of every type, the per-type routes and defaults, hidden variable values;
+//! - `stored_kinds`: the fields of check types stored before their executors exist;
+//! - `reference_schema`: the embedded reference document and a validator of values
+//!   against its schemas (check types stored before their executors exist);
 //! - `bootstrap`, `admin`: credentials of `outpost up`, tenant administration;
 //! - `projects`: monitoring as code (deploys of projects, their diffs);
 //! - `status_html`: status pages served as HTML to browsers (public and private).
@@ -43,11 +46,13 @@ pub mod keys;
 pub mod ping;
 pub mod projects;
 pub mod reaper;
+pub mod reference_schema;
 pub mod scheduler;
 pub mod sessions;
 pub mod status_html;
 pub mod status_notify;
 pub mod store;
+pub mod stored_kinds;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -176,8 +176,6 @@ pub const WINDOW_MS: i64 = 6 * 3600 * 1000;
 const MAX_TIMESTAMP_SECS: f64 = 253_402_300_799.0;
 /// Longest `location` filter (a slug name).
 const MAX_LOCATION_LEN: usize = 255;
-/// Check types of the reference's `checkType` filter that this version has no checks of.
-const FOREIGN_TYPES: [&str; 3] = ["TRACEROUTE", "SSL", "GRPC"];
 
 /// The query of `GET /v1/check-results/{checkId}`: `limit`, `page`, `from` and `to`
 /// (UNIX seconds; at most six hours apart, by default the six hours before now, or
@@ -188,8 +186,7 @@ const FOREIGN_TYPES: [&str; 3] = ["TRACEROUTE", "SSL", "GRPC"];
 pub struct ResultsQuery {
     pub limit: i64,
     pub offset: i64,
-    /// None: a foreign check type was asked for, nothing can match.
-    pub filter: Option<ResultFilter>,
+    pub filter: ResultFilter,
 }
 
 impl ResultsQuery {
@@ -198,7 +195,6 @@ impl ResultsQuery {
         let (mut from, mut to) = (None, None);
         let mut location = None;
         let mut check_type = None;
-        let mut foreign = false;
         let mut has_failures = None;
         let mut result_type = Some(ResultType::Final);
         for (key, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
@@ -218,7 +214,6 @@ impl ResultsQuery {
                 }
                 "checkType" => match CheckType::parse(&value) {
                     Some(t) => check_type = Some(t),
-                    None if FOREIGN_TYPES.contains(&value.as_ref()) => foreign = true,
                     None => {
                         return Err(ApiError::invalid(
                             "checkType",
@@ -270,14 +265,14 @@ impl ResultsQuery {
         Ok(ResultsQuery {
             limit,
             offset,
-            filter: (!foreign).then_some(ResultFilter {
+            filter: ResultFilter {
                 from_ms,
                 to_ms,
                 location,
                 has_failures,
                 result_type,
                 check_type,
-            }),
+            },
         })
     }
 }
@@ -319,15 +314,12 @@ async fn list(
     {
         return Err(ApiError::not_found("No such check."));
     }
-    let Some(filter) = query.filter else {
-        return Ok(Json(json!([])));
-    };
     let results = ctx
         .store
         .list_results(
             auth.account_id,
             check_id,
-            &filter,
+            &query.filter,
             query.limit,
             query.offset,
         )
@@ -354,7 +346,7 @@ mod tests {
     fn defaults_are_the_last_six_hours_of_final_results() {
         let q = parse("").unwrap();
         assert_eq!((q.limit, q.offset), (10, 0));
-        let f = q.filter.unwrap();
+        let f = q.filter;
         assert_eq!((f.from_ms, f.to_ms), (NOW - WINDOW_MS, NOW));
         assert_eq!(f.result_type, Some(ResultType::Final));
         assert_eq!(
@@ -365,11 +357,11 @@ mod tests {
 
     #[test]
     fn windows_follow_the_reference() {
-        let f = parse("from=1000").unwrap().filter.unwrap();
+        let f = parse("from=1000").unwrap().filter;
         assert_eq!((f.from_ms, f.to_ms), (1_000_000, 1_000_000 + WINDOW_MS));
-        let f = parse("to=100000.5").unwrap().filter.unwrap();
+        let f = parse("to=100000.5").unwrap().filter;
         assert_eq!((f.from_ms, f.to_ms), (100_000_500 - WINDOW_MS, 100_000_500));
-        let f = parse("from=1000&to=4600").unwrap().filter.unwrap();
+        let f = parse("from=1000&to=4600").unwrap().filter;
         assert_eq!((f.from_ms, f.to_ms), (1_000_000, 4_600_000));
         assert!(parse("from=1000&to=1000").unwrap_err().starts_with("to:"));
         assert!(parse("from=0&to=21601").unwrap_err().starts_with("to:"));
@@ -387,20 +379,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!((q.limit, q.offset), (100, 200));
-        let f = q.filter.unwrap();
+        let f = q.filter;
         assert_eq!(f.location.as_deref(), Some("local"));
         assert_eq!(f.check_type, Some(CheckType::Api));
         assert_eq!(f.has_failures, Some(true));
         assert_eq!(f.result_type, None);
         assert_eq!(
-            parse("resultType=ATTEMPT")
-                .unwrap()
-                .filter
-                .unwrap()
-                .result_type,
+            parse("resultType=ATTEMPT").unwrap().filter.result_type,
             Some(ResultType::Attempt)
         );
-        assert!(parse("checkType=SSL").unwrap().filter.is_none());
+        assert_eq!(
+            parse("checkType=SSL").unwrap().filter.check_type,
+            Some(CheckType::Ssl)
+        );
         for (bad, field) in [
             ("limit=0", "limit"),
             ("limit=101", "limit"),

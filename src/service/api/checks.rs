@@ -39,10 +39,13 @@ pub fn routes() -> Routes {
         .delete("/v1/checks/{id}", delete);
     for kind in CHECK_KINDS {
         let check_type = kind.check_type;
+        let Some(segment) = kind.segment else {
+            continue;
+        };
         routes =
             routes
                 .post(
-                    &format!("/v1/checks/{}", kind.segment),
+                    &format!("/v1/checks/{segment}"),
                     move |State(ctx): State<AppState>,
                           auth: ApiAuth,
                           ApiJson(body): ApiJson<Value>| async move {
@@ -50,7 +53,7 @@ pub fn routes() -> Routes {
                     },
                 )
                 .put(
-                    &format!("/v1/checks/{}/{{id}}", kind.segment),
+                    &format!("/v1/checks/{segment}/{{id}}"),
                     move |State(ctx): State<AppState>,
                           auth: ApiAuth,
                           Path(id): Path<String>,
@@ -172,7 +175,7 @@ async fn update(
         let generic = format!("/v1/checks/{id}");
         let segment = match existing.check_type {
             CheckType::Heartbeat => Some("heartbeat"),
-            other => kind_of(other).map(|k| k.segment),
+            other => kind_of(other).and_then(|k| k.segment),
         };
         let route = segment
             .map(|s| format!("/v1/checks/{s}/{id} or {generic}"))

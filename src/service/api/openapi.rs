@@ -16,11 +16,8 @@ use regex::Regex;
 use serde_json::{Map, Value, json};
 
 use super::routes::{Area, RouteEntry};
+use crate::service::reference_schema::REFERENCE;
 
-const REFERENCE: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/conformance/public-api.openapi.json"
-));
 const ADJUSTMENTS: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/conformance/adjustments.json"
