@@ -5,6 +5,7 @@
 //! location. JSON bodies, camelCase fields.
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -46,7 +47,7 @@ pub const MAX_ERROR_BACKTRACE_BYTES: usize = 32 * 1024;
 pub const MAX_ERROR_META_BYTES: usize = 128;
 
 /// `POST /agent/v1/hello`: the agent introduces itself; the answer confirms the key.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HelloRequest {
     pub agent_id: Uuid,
@@ -54,7 +55,7 @@ pub struct HelloRequest {
     pub protocol_version: u32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HelloResponse {
     pub location_id: Uuid,
@@ -68,7 +69,7 @@ pub struct HelloResponse {
 /// `POST /agent/v1/jobs/lease`: long-poll for up to `capacity` jobs per pool.
 /// The service answers as soon as at least one job is available, or with an empty list
 /// after `waitSecs` (at most [`MAX_LEASE_WAIT_SECS`]).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseRequest {
     pub agent_id: Uuid,
@@ -77,7 +78,7 @@ pub struct LeaseRequest {
 }
 
 /// Free worker slots per pool.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCapacity {
     pub uptime: u32,
@@ -111,14 +112,14 @@ impl PoolCapacity {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseResponse {
     pub jobs: Vec<LeasedJob>,
 }
 
 /// One job handed to one agent until `leaseExpiresAt` unless renewed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LeasedJob {
     pub job_id: Uuid,
@@ -135,7 +136,7 @@ pub struct LeasedJob {
 }
 
 /// Identifies one lease of one job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseRef {
     pub job_id: Uuid,
@@ -143,13 +144,13 @@ pub struct LeaseRef {
 }
 
 /// `POST /agent/v1/leases/renew`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RenewRequest {
     pub leases: Vec<LeaseRef>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RenewResponse {
     /// Leases extended to `leaseExpiresAt`.
@@ -161,26 +162,26 @@ pub struct RenewResponse {
 
 /// `POST /agent/v1/leases/release`: give back jobs that were leased but not started.
 /// They go back to the queue at once, without counting as an attempt.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseRequest {
     pub leases: Vec<LeaseRef>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseResponse {
     pub released: u32,
 }
 
 /// `POST /agent/v1/results`: idempotent on (jobId, leaseId).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubmitResultsRequest {
     pub results: Vec<SubmittedResult>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubmittedResult {
     pub job_id: Uuid,
@@ -197,14 +198,14 @@ impl SubmittedResult {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubmitResultsResponse {
     /// One outcome per submitted result, in order.
     pub outcomes: Vec<SubmitOutcome>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubmitOutcome {
     pub job_id: Uuid,
@@ -216,7 +217,7 @@ pub struct SubmitOutcome {
 
 /// What the service did with a submitted result. All three are final for the agent:
 /// it drops the result from its spool; only transport errors and 5xx are retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum SubmitStatus {
     /// Stored as the FINAL result of this job.
@@ -231,36 +232,44 @@ pub enum SubmitStatus {
 /// errors, panics), sent unless `EXTERNAL_OBSERVABILITY=off`. Only this technical
 /// metadata travels: no keys, environment, check configuration, URLs, headers or bodies;
 /// every string has passed the agent's scrubber.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorReportsRequest {
     /// The agent's version (`outpost --version`).
+    #[schemars(length(min = 1, max = MAX_ERROR_META_BYTES))]
     pub agent_version: String,
     /// Operating system and CPU architecture, e.g. `linux-x86_64`.
+    #[schemars(length(min = 1, max = MAX_ERROR_META_BYTES))]
     pub platform: String,
     /// Compiler and async runtime, e.g. `rustc 1.95.0 (...); tokio 1.54.1`.
+    #[schemars(length(min = 1, max = MAX_ERROR_META_BYTES))]
     pub runtime: String,
     /// At most [`MAX_ERROR_REPORTS_PER_REQUEST`], at least one.
+    #[schemars(length(min = 1, max = MAX_ERROR_REPORTS_PER_REQUEST))]
     pub reports: Vec<ErrorReport>,
 }
 
 /// One error event, or several identical ones (same event and message) folded together.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorReport {
     /// Stable event name, e.g. `agent.spool.corrupt_file` or `agent.panic`.
+    #[schemars(length(min = 1, max = MAX_ERROR_EVENT_LEN), regex(pattern = r"^[a-z0-9._-]+$"))]
     pub event: String,
+    #[schemars(length(min = 1, max = MAX_ERROR_MESSAGE_BYTES))]
     pub message: String,
     /// The stack of a panic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_ERROR_BACKTRACE_BYTES))]
     pub backtrace: Option<String>,
     pub first_seen_at: DateTime<Utc>,
     pub last_seen_at: DateTime<Utc>,
     /// How many times it happened between the two times (at least 1).
+    #[schemars(range(min = 1))]
     pub count: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorReportsResponse {
     /// Reports stored.

@@ -31,7 +31,6 @@ mod serve_support;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use loopback_agent_support::LoopbackAgent;
 use regex::Regex;
@@ -248,10 +247,7 @@ fn the_public_api_conforms_to_the_reference_document() {
     let python = schemathesis_support::python();
     let dir = tempfile::tempdir().unwrap();
     let serve = Serve::start(dir.path());
-    let creds: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("credentials.json")).unwrap(),
-    )
-    .unwrap();
+    let creds = serve.credentials();
     let api = Api {
         rt: tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -286,51 +282,27 @@ fn the_public_api_conforms_to_the_reference_document() {
     std::fs::write(&document, adjusted_document().to_string()).unwrap();
     let reports = dir.path().join("reports");
     let examples = std::env::var("CONFORMANCE_EXAMPLES").unwrap_or_else(|_| "20".to_owned());
-    let out = Command::new(&python)
-        .args(["-m", "schemathesis.cli", "run"])
-        .arg(&document)
-        .args(["--url", &serve.base])
-        .args(["--header", &format!("Authorization: Bearer {}", api.key)])
-        .args(["--header", &format!("x-service-account: {}", api.account)])
-        .args([
-            "--checks",
-            "not_a_server_error,response_schema_conformance,status_code_conformance,negative_data_rejection",
-            "--phases",
-            "examples,fuzzing",
-            "--mode",
-            "all",
-            "--seed",
-            SEED,
-            "--max-examples",
-            &examples,
-            // One worker: with two, one operation's cases delete what the other's
-            // cases name (an alert channel a heartbeat subscribes to, say), and
-            // Hypothesis reports the replay that then answers differently as a flaky
-            // error although the service answered both correctly.
-            "--workers",
-            "1",
-            "--request-timeout",
-            "30",
-            "--generation-database",
-            "none",
+    let out = schemathesis_support::run(
+        &python,
+        &document,
+        &serve.base,
+        &[
+            "--header".to_owned(),
+            format!("Authorization: Bearer {}", api.key),
+            "--header".to_owned(),
+            format!("x-service-account: {}", api.account),
+            "--seed".to_owned(),
+            SEED.to_owned(),
+            "--max-examples".to_owned(),
+            examples,
             // Hypothesis' own check that too few generated cases pass schemathesis'
             // filters (path ids of some operations): a limit of the generator, not a
             // finding about the service.
-            "--suppress-health-check",
-            "filter_too_much",
-            "--no-color",
-            "--report",
-            "ndjson",
-        ])
-        .arg("--report-ndjson-path")
-        .arg(reports.join("run.ndjson"))
-        .env("NO_PROXY", "127.0.0.1")
-        .env_remove("HTTP_PROXY")
-        .env_remove("HTTPS_PROXY")
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run schemathesis");
+            "--suppress-health-check".to_owned(),
+            "filter_too_much".to_owned(),
+        ],
+        &reports.join("run.ndjson"),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (failures, errors) = schemathesis_support::failures(&reports.join("run.ndjson"));
     if !(failures.is_empty() && errors.is_empty()) {

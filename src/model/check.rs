@@ -4,10 +4,11 @@
 //! same JSON (unknown fields are ignored), so `outpost check FILE.json` takes the body
 //! of `POST /v1/checks/<type>` unchanged.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Every check type the reference API names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum CheckType {
     Agentic,
@@ -88,7 +89,7 @@ impl std::fmt::Display for CheckType {
 }
 
 /// Agent worker pools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Pool {
     /// URL, API, TCP, DNS, ICMP: short, cheap, many at once.
@@ -741,7 +742,7 @@ pub struct Assertion {
 }
 
 /// Where an assertion reads its actual value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AssertionSource {
     StatusCode,
@@ -762,7 +763,7 @@ pub enum AssertionSource {
 }
 
 /// How an assertion compares actual and target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Comparison {
     Equals,

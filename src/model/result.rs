@@ -3,12 +3,13 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::check::{AssertionSource, CheckType, Comparison};
 
 /// The verdict of one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RunStatus {
     Passed,
@@ -17,7 +18,7 @@ pub enum RunStatus {
 }
 
 /// One run of one check on one location.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
     pub check_type: CheckType,
@@ -139,7 +140,7 @@ impl RunResult {
 
 /// Network diagnostics of a failed run: a packet capture of the failed attempt run
 /// again and a traceroute to its target. They need the `NET_RAW` capability.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Diagnostics {
     /// The diagnostics ran (their files are in `artifacts`).
@@ -164,7 +165,7 @@ impl Diagnostics {
 }
 
 /// A file attached to a result; the bytes are stored by the service under `name`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactRef {
     /// File name, `[A-Za-z0-9._-]`, unique within the result.
@@ -177,7 +178,7 @@ pub struct ArtifactRef {
 
 /// Timing phases of an HTTP request, in milliseconds. `total` is the sum of the phases
 /// of the last hop plus the time spent on redirects before it.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimingPhases {
     pub dns: f64,
@@ -189,7 +190,7 @@ pub struct TimingPhases {
 }
 
 /// The HTTP request a run sent (its first hop), bounded in size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRequestSummary {
     pub method: String,
@@ -204,7 +205,7 @@ pub struct HttpRequestSummary {
 }
 
 /// What came back from an HTTP target, bounded in size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpResponseSummary {
     pub status: u16,
@@ -226,7 +227,7 @@ pub struct HttpResponseSummary {
 }
 
 /// What a TCP monitor connected to and received, bounded in size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TcpResponseSummary {
     /// The address the connection was made to (`ip:port`), once connected.
@@ -245,7 +246,7 @@ pub struct TcpResponseSummary {
 
 /// What a DNS monitor asked and was answered. `textAnswer` and `jsonAnswer` are what
 /// TEXT_ANSWER and JSON_ANSWER assertions read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DnsResponseSummary {
     /// The name server asked (`ip:port`).
@@ -263,7 +264,7 @@ pub struct DnsResponseSummary {
 
 /// What an ICMP monitor sent and got back. It is also the document JSON_RESPONSE
 /// assertions read (e.g. `$.latency.max`, `$.packetsReceived`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IcmpSummary {
     /// The host as the check names it.
@@ -295,7 +296,7 @@ fn is_zero(n: &u32) -> bool {
 
 /// Round-trip statistics in milliseconds; `stdDev` is the population standard deviation
 /// (what `ping` prints as `mdev`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LatencyStats {
     pub avg: f64,
@@ -305,7 +306,7 @@ pub struct LatencyStats {
 }
 
 /// The outcome of one assertion.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AssertionResult {
     pub source: AssertionSource,
@@ -317,7 +318,7 @@ pub struct AssertionResult {
 }
 
 /// Why a run has errors.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunError {
     pub kind: ErrorKind,
@@ -325,7 +326,7 @@ pub struct RunError {
 }
 
 /// Error classes; network-level ones trigger diagnostics in later executors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorKind {
     Dns,

@@ -28,11 +28,11 @@ pub const MAX_LEASE_REFS: usize = 10_000;
 
 pub fn routes() -> Routes {
     let json = Routes::new(Area::Agent)
-        .post(paths::HELLO, hello)
-        .post(paths::LEASE, lease)
-        .post(paths::RENEW, renew)
-        .post(paths::RELEASE, release)
-        .post(paths::RESULTS, results)
+        .post_json(paths::HELLO, hello)
+        .post_json(paths::LEASE, lease)
+        .post_json(paths::RENEW, renew)
+        .post_json(paths::RELEASE, release)
+        .post_json(paths::RESULTS, results)
         .map(|r| r.layer(DefaultBodyLimit::max(MAX_AGENT_BODY_BYTES)));
     let artifacts = Routes::new(Area::Agent)
         .put(
@@ -41,7 +41,7 @@ pub fn routes() -> Routes {
         )
         .map(|r| r.layer(DefaultBodyLimit::disable()));
     let error_reports = Routes::new(Area::Agent)
-        .post(paths::ERROR_REPORTS, agent_error_reports::receive)
+        .post_json(paths::ERROR_REPORTS, agent_error_reports::receive)
         .map(|r| r.layer(DefaultBodyLimit::max(MAX_ERROR_REPORT_BODY_BYTES)));
     json.merge(artifacts).merge(error_reports)
 }

@@ -25,7 +25,7 @@ fn has_packages(python: &Path) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn run(cmd: &mut Command, what: &str) {
+fn run_step(cmd: &mut Command, what: &str) {
     let out = cmd
         .stdin(Stdio::null())
         .output()
@@ -49,11 +49,11 @@ pub fn python() -> PathBuf {
         return python;
     }
     let _ = std::fs::remove_dir_all(&venv);
-    run(
+    run_step(
         Command::new("python3").args(["-m", "venv"]).arg(&venv),
         "python3 -m venv",
     );
-    run(
+    run_step(
         Command::new(&python)
             .args([
                 "-m",
@@ -180,6 +180,57 @@ pub fn summary(failures: &[Failure], errors: &[String]) -> String {
         out.push_str(&format!("\n- error: {e}\n"));
     }
     out
+}
+
+/// Runs `schemathesis run` with `document` against `base` (examples and fuzzing, both
+/// positive and negative data, one worker, no example database) with the checks every
+/// conformance test holds the service to: no 5xx, answers on their schema and status
+/// codes, schema-violating data refused. `args` adds headers, filters and limits; the
+/// NDJSON report goes to `report`.
+pub fn run(
+    python: &Path,
+    document: &Path,
+    base: &str,
+    args: &[String],
+    report: &Path,
+) -> std::process::Output {
+    let cwd = report.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(cwd).expect("create the report's directory");
+    Command::new(python)
+        .args(["-m", "schemathesis.cli", "run"])
+        .arg(document)
+        .args(["--url", base])
+        .args([
+            "--checks",
+            "not_a_server_error,response_schema_conformance,status_code_conformance,negative_data_rejection",
+            "--phases",
+            "examples,fuzzing",
+            "--mode",
+            "all",
+            // One worker: with two, one operation's cases delete what the other's
+            // cases name (an alert channel a heartbeat subscribes to, say), and
+            // Hypothesis reports the replay that then answers differently as a flaky
+            // error although the service answered both correctly.
+            "--workers",
+            "1",
+            "--request-timeout",
+            "30",
+            "--generation-database",
+            "none",
+            "--no-color",
+            "--report",
+            "ndjson",
+        ])
+        .args(args)
+        .arg("--report-ndjson-path")
+        .arg(report)
+        .env("NO_PROXY", "127.0.0.1")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run schemathesis")
 }
 
 /// The status codes of every answer the operation `label` (`METHOD /path`) got in a

@@ -11,6 +11,7 @@ use serde_json::Value;
 pub struct Serve {
     child: Child,
     pub base: String,
+    dir: std::path::PathBuf,
     /// Every line the process wrote to stderr so far (JSON log lines).
     #[allow(dead_code)]
     pub logs: Arc<Mutex<Vec<String>>>,
@@ -66,8 +67,18 @@ impl Serve {
         Serve {
             child,
             base: format!("http://{addr}"),
+            dir: dir.to_owned(),
             logs,
         }
+    }
+
+    /// The credentials of the bootstrap account (`credentials.json`: apiKey,
+    /// accountId, privateLocation, agentKey).
+    #[allow(dead_code)]
+    pub fn credentials(&self) -> Value {
+        let text = std::fs::read_to_string(self.dir.join("credentials.json"))
+            .expect("outpost serve wrote credentials.json");
+        serde_json::from_str(&text).expect("credentials.json is JSON")
     }
 
     /// SIGKILL, no chance to flush anything.

@@ -80,6 +80,7 @@ pub fn route_table() -> Routes {
         method: Method::GET,
         path: openapi::OPENAPI_PATH.to_owned(),
         area: Area::Open,
+        json: None,
     });
     let body = Bytes::from(openapi::document(&entries).to_string());
     served.get(openapi::OPENAPI_PATH, move || {

@@ -13,6 +13,8 @@
 //! added to the components with a note ([`extend`]).
 
 use regex::Regex;
+use schemars::SchemaGenerator;
+use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use super::routes::{Area, RouteEntry};
@@ -146,8 +148,22 @@ fn extend(components: &mut Value) {
     }
 }
 
-/// An operation for a route the reference does not describe.
-fn own_operation(entry: &RouteEntry, key: &str) -> Value {
+/// Adds the schemas generated from Rust types (the agent protocol's bodies) to the
+/// components. A name the reference already uses would keep the reference's schema;
+/// a unit test makes sure that no generated name clashes with one.
+fn add_generated(components: &mut Value, generated: Map<String, Value>) {
+    let Some(schemas) = components.get_mut("schemas").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (name, schema) in generated {
+        schemas.entry(name).or_insert(schema);
+    }
+}
+
+/// An operation for a route the reference does not describe. A route added with
+/// `Routes::post_json` gets its request body and 200 answer from the schemas of its
+/// handler's types (generated into `generator`'s definitions).
+fn own_operation(entry: &RouteEntry, key: &str, generator: &mut SchemaGenerator) -> Value {
     let method = entry.method.as_str().to_lowercase();
     let mut parameters: Vec<Value> = path_params(key)
         .into_iter()
@@ -187,7 +203,22 @@ fn own_operation(entry: &RouteEntry, key: &str) -> Value {
             .collect::<String>()
     );
     let mut responses = Map::new();
-    if entry.method == http::Method::HEAD {
+    let mut request_body = None;
+    if let Some(bodies) = entry.json {
+        let json_content = |schema: Value| json!({"application/json": {"schema": schema}});
+        request_body = Some(json!({
+            "required": true,
+            "content": json_content((bodies.request)(generator).to_value()),
+        }));
+        responses.insert(
+            "200".into(),
+            json!({"description": ok, "content": json_content((bodies.response)(generator).to_value())}),
+        );
+        responses.insert(
+            "4XX".into(),
+            error_response("Refused input, unknown id or missing key"),
+        );
+    } else if entry.method == http::Method::HEAD {
         responses.insert("405".into(), error_response("HEAD is not a ping"));
     } else {
         responses.insert("2XX".into(), json!({"description": ok}));
@@ -196,14 +227,18 @@ fn own_operation(entry: &RouteEntry, key: &str) -> Value {
             error_response("Refused input, unknown id or missing key"),
         );
     }
-    json!({
+    let mut operation = json!({
         "operationId": operation_id,
         "summary": format!("{} {}", entry.method, entry.path),
         "tags": [tag],
         "security": security,
         "parameters": parameters,
         "responses": responses,
-    })
+    });
+    if let (Some(body), Some(op)) = (request_body, operation.as_object_mut()) {
+        op.insert("requestBody".into(), body);
+    }
+    operation
 }
 
 /// The document of `entries`.
@@ -211,6 +246,7 @@ pub fn document(entries: &[RouteEntry]) -> Value {
     let reference = adjusted_reference();
     let reference_paths = reference["paths"].as_object().cloned().unwrap_or_default();
     let mut paths = Map::new();
+    let mut generator = SchemaSettings::openapi3().into_generator();
     for entry in entries {
         let method = entry.method.as_str().to_lowercase();
         let shaped = shape(&entry.path);
@@ -218,9 +254,12 @@ pub fn document(entries: &[RouteEntry]) -> Value {
         let (key, mut operation) = match known {
             Some((p, item)) => match item.get(&method) {
                 Some(op) => (p.clone(), op.clone()),
-                None => (p.clone(), own_operation(entry, p)),
+                None => (p.clone(), own_operation(entry, p, &mut generator)),
             },
-            None => (entry.path.clone(), own_operation(entry, &entry.path)),
+            None => (
+                entry.path.clone(),
+                own_operation(entry, &entry.path, &mut generator),
+            ),
         };
         if entry.area == Area::Open
             && let Some(op) = operation.as_object_mut()
@@ -237,6 +276,7 @@ pub fn document(entries: &[RouteEntry]) -> Value {
     let mut components = reference["components"].clone();
     drop_invalid_defaults(&mut components);
     extend(&mut components);
+    add_generated(&mut components, generator.take_definitions(true));
     let mut paths = Value::Object(paths);
     drop_invalid_defaults(&mut paths);
     json!({
@@ -273,6 +313,87 @@ mod tests {
         assert!(reference["paths"].as_object().is_some_and(|p| p.len() > 50));
         let adjustments: Value = serde_json::from_str(ADJUSTMENTS).unwrap();
         assert!(adjustments["responses"].is_array());
+    }
+
+    /// Every route added with `post_json` (the agent protocol) has its request and
+    /// answer schemas in the document, generated from the handler's types, under names
+    /// the reference does not use; every `$ref` of the document resolves.
+    #[test]
+    fn json_routes_carry_the_schemas_of_their_handlers_types() {
+        let routes = crate::service::api::route_table();
+        let entries = routes.entries();
+        let json_routes: Vec<&RouteEntry> = entries.iter().filter(|e| e.json.is_some()).collect();
+        assert!(json_routes.len() >= 6, "{json_routes:?}");
+
+        let mut generator = SchemaSettings::openapi3().into_generator();
+        for e in &json_routes {
+            let bodies = e.json.unwrap();
+            (bodies.request)(&mut generator);
+            (bodies.response)(&mut generator);
+        }
+        let generated = generator.take_definitions(true);
+        let reference: Value = serde_json::from_str(REFERENCE).unwrap();
+        let reference_names = reference["components"]["schemas"].as_object().unwrap();
+        for name in generated.keys() {
+            assert!(!reference_names.contains_key(name), "{name} clashes");
+        }
+
+        let doc = document(entries);
+        let lease = &doc["paths"]["/agent/v1/jobs/lease"]["post"];
+        assert_eq!(
+            lease["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/LeaseRequest"
+        );
+        assert_eq!(
+            lease["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/LeaseResponse"
+        );
+        let schemas = &doc["components"]["schemas"];
+        let job = &schemas["LeasedJob"]["properties"];
+        for field in [
+            "jobId",
+            "leaseId",
+            "leaseExpiresAt",
+            "pool",
+            "checkId",
+            "check",
+        ] {
+            assert!(job.get(field).is_some(), "LeasedJob.{field}: {job}");
+        }
+        // Variants with doc comments come out as `oneOf` single-value enums.
+        let pools: Vec<&Value> = schemas["Pool"]["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|v| v["enum"].as_array().unwrap())
+            .collect();
+        assert_eq!(pools, [&json!("uptime"), &json!("heavy")]);
+        let result = &schemas["RunResult"];
+        assert!(
+            result["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("checkType"))
+        );
+
+        fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::String(r)) = m.get("$ref") {
+                        out.push(r);
+                    }
+                    m.values().for_each(|v| refs(v, out));
+                }
+                Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+                _ => {}
+            }
+        }
+        let mut all = Vec::new();
+        refs(&doc, &mut all);
+        for r in all {
+            let name = r.strip_prefix("#/components/schemas/").unwrap_or(r);
+            assert!(schemas.get(name).is_some(), "dangling $ref {r}");
+        }
     }
 
     #[test]

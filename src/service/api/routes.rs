@@ -3,12 +3,18 @@
 //! so no route is served without an entry: `GET /openapi.json` (see `openapi`) is
 //! built from these entries.
 
-use axum::Router;
+use std::future::Future;
+
+use axum::extract::State;
 use axum::handler::Handler;
 use axum::http::Method;
 use axum::routing::{MethodFilter, on};
+use axum::{Json, Router};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use super::extract::ApiJson;
 use crate::service::context::AppState;
+use crate::service::errors::ApiError;
 
 /// Which part of the service a route belongs to (the document's tag and security).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,12 +30,22 @@ pub enum Area {
 }
 
 /// One served (method, path).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RouteEntry {
     pub method: Method,
     /// The axum path, with `{name}` parameters.
     pub path: String,
     pub area: Area,
+    /// The JSON bodies of a route added with [`Routes::post_json`].
+    pub json: Option<JsonBodies>,
+}
+
+/// The schemas of a route's JSON request and answer, generated from the types its
+/// handler takes (`ApiJson<Req>`) and returns (`Json<Resp>`).
+#[derive(Debug, Clone, Copy)]
+pub struct JsonBodies {
+    pub request: fn(&mut SchemaGenerator) -> Schema,
+    pub response: fn(&mut SchemaGenerator) -> Schema,
 }
 
 /// An axum router and the entries of every route it serves.
@@ -75,8 +91,30 @@ impl Routes {
             method,
             path: path.to_owned(),
             area: self.area,
+            json: None,
         });
         self
+    }
+
+    /// Serves `POST path` with a handler of `(State, auth, ApiJson<Req>)` answering
+    /// `Json<Resp>`, and records the schemas of `Req` and `Resp`: the handler's own
+    /// types, so the document cannot describe other bodies than the handler's.
+    pub fn post_json<A, Req, Resp, H, T, Fut>(self, path: &str, handler: H) -> Routes
+    where
+        H: Handler<T, AppState> + Fn(State<AppState>, A, ApiJson<Req>) -> Fut,
+        Fut: Future<Output = Result<Json<Resp>, ApiError>>,
+        Req: JsonSchema,
+        Resp: JsonSchema,
+        T: 'static,
+    {
+        let mut routes = self.on(Method::POST, path, handler);
+        if let Some(entry) = routes.entries.last_mut() {
+            entry.json = Some(JsonBodies {
+                request: |g| g.subschema_for::<Req>(),
+                response: |g| g.subschema_for::<Resp>(),
+            });
+        }
+        routes
     }
 
     pub fn get<H: Handler<T, AppState>, T: 'static>(self, path: &str, handler: H) -> Routes {
