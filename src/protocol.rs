@@ -119,7 +119,7 @@ pub struct LeaseResponse {
 }
 
 /// One job handed to one agent until `leaseExpiresAt` unless renewed.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LeasedJob {
     pub job_id: Uuid,
@@ -133,6 +133,36 @@ pub struct LeasedJob {
     /// text as stored) so that one malformed job yields an error result for that job
     /// instead of breaking the batch, and so that neither side builds a JSON tree of it.
     pub check: Box<serde_json::value::RawValue>,
+    /// The proxy of the location's API checks (`proxyUrl` of the public API, password
+    /// included), as it was when the job was leased; absent for none. Kept as text like
+    /// `check`, so that a bad one fails this job only; the agent reads it with
+    /// `model::ProxyUrl::parse`. Agents that do not know the field ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_url: Option<String>,
+}
+
+impl std::fmt::Debug for LeasedJob {
+    /// Like a derived `Debug`, but the proxy URL's password never shows.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let proxy =
+            self.proxy_url
+                .as_deref()
+                .map(|text| match crate::model::ProxyUrl::parse(text) {
+                    Ok(p) => p.masked(),
+                    Err(_) => "<invalid>".to_owned(),
+                });
+        f.debug_struct("LeasedJob")
+            .field("job_id", &self.job_id)
+            .field("lease_id", &self.lease_id)
+            .field("lease_expires_at", &self.lease_expires_at)
+            .field("pool", &self.pool)
+            .field("check_id", &self.check_id)
+            .field("session_id", &self.session_id)
+            .field("run_location", &self.run_location)
+            .field("check", &self.check)
+            .field("proxy_url", &proxy)
+            .finish()
+    }
 }
 
 /// Identifies one lease of one job.

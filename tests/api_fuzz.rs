@@ -636,13 +636,15 @@ fn body_routes(f: &Fixtures) -> Vec<BodyRoute> {
             Method::POST,
             "/v1/private-locations",
             Kind::None,
-            json!({"name": "Fuzz", "slugName": "fuzz-loc", "icon": "location"}),
+            json!({"name": "Fuzz", "slugName": "fuzz-loc", "icon": "location",
+                   "proxyUrl": "http://fuzz:pass@127.0.0.1:3128"}),
         ),
         r(
             Method::PUT,
             "/v1/private-locations/{id}",
             Kind::Location,
-            json!({"name": "Renamed", "icon": "location"}),
+            json!({"name": "Renamed", "icon": "location",
+                   "proxyUrl": "https://fuzz:pass@proxy.example:8443/"}),
         ),
         r(
             Method::POST,

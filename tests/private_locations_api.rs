@@ -1,6 +1,8 @@
 //! `/v1/private-locations` and `/v1/locations` against an in-process service: CRUD,
 //! agent keys (raw once, masked after, at most two active, revoked keys refused by the
-//! agent API), metrics, account isolation and validation errors.
+//! agent API), metrics, account isolation and validation errors, and `proxyUrl`
+//! (validated, shown masked, its password kept when the mask is sent back, handed to
+//! agents with the jobs they lease).
 
 mod service_support;
 
@@ -319,7 +321,7 @@ async fn validation_errors_name_the_field() {
         (json!({"name": "A", "slugName": "us-east-1"}), "slugName"),
         (json!({"name": "A", "slugName": "a".repeat(31)}), "slugName"),
         (
-            json!({"name": "A", "slugName": "ok", "proxyUrl": "http://p:3128"}),
+            json!({"name": "A", "slugName": "ok", "proxyUrl": "socks5://p:1080"}),
             "proxyUrl",
         ),
         (json!({"name": "A", "slugName": "ok", "icon": 3}), "icon"),
@@ -547,5 +549,221 @@ async fn revoked_and_deleted_keys_are_refused_at_once_when_answered_from_memory(
         StatusCode::OK,
         "other keys are unaffected"
     );
+    svc.stop().await;
+}
+
+/// The password of the proxy URLs below; it must never be in an answer.
+const PROXY_PASSWORD: &str = "s3cret-Pr0xy";
+
+/// POSTs or PUTs `body` and returns the 400's message, which must name `proxyUrl` and
+/// not quote the password.
+async fn refused_proxy(svc: &TestService, method: Method, path: &str, body: Value) -> String {
+    let resp = svc.api(method, path).json(&body).send().await.unwrap();
+    let err = error_body(resp, StatusCode::BAD_REQUEST).await;
+    let message = err["message"].as_str().unwrap().to_owned();
+    assert!(message.starts_with("proxyUrl: "), "{body} -> {message}");
+    assert!(!message.contains(PROXY_PASSWORD), "{message}");
+    message
+}
+
+/// The proxy URL of the next job leased with `key` for a fresh trigger of `check_id`.
+async fn leased_proxy(svc: &TestService, key: &str, check_id: &str) -> Option<String> {
+    svc.trigger_one(check_id).await;
+    let jobs = TestAgent::new(&svc.http, &svc.base, key).lease(10, 5).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    // The job's Debug output never shows the password either.
+    assert!(!format!("{:?}", jobs[0]).contains(PROXY_PASSWORD));
+    jobs[0].proxy_url.clone()
+}
+
+#[tokio::test]
+async fn proxy_url_is_validated_with_errors_naming_it() {
+    let svc = TestService::start().await;
+    let long = format!("http://h:1/{}", "a".repeat(2048));
+    for (proxy, says) in [
+        (
+            json!(format!("socks5://u:{PROXY_PASSWORD}@h:1080")),
+            "http:// or https://",
+        ),
+        (
+            json!(format!("http://u:{PROXY_PASSWORD}@h:3128/path")),
+            "path",
+        ),
+        (
+            json!(format!("http://u:{PROXY_PASSWORD}@h:3128/?q=1")),
+            "query",
+        ),
+        (
+            json!(format!("http://u:{PROXY_PASSWORD}@h:3128#f")),
+            "fragment",
+        ),
+        (json!("proxy.example:3128"), "http:// or https://"),
+        (
+            json!(format!("http://u:{PROXY_PASSWORD}@:3128")),
+            "valid URL",
+        ),
+        (
+            json!(format!("http://u:{PROXY_PASSWORD}@h:99999")),
+            "valid URL",
+        ),
+        (json!("http://h:0"), "port"),
+        (json!(3128), "string"),
+        (json!({"url": "http://h"}), "string"),
+        (json!(long), "2048"),
+        // The mask is not a password: nothing stored to keep.
+        (json!("http://u:********@h:3128"), "masked password"),
+    ] {
+        let body = json!({"name": "P", "slugName": "p", "proxyUrl": proxy});
+        let message = refused_proxy(&svc, Method::POST, "/v1/private-locations", body).await;
+        assert!(message.contains(says), "{proxy} -> {message}");
+        let id = svc.tenant.location.id;
+        let body = json!({"name": "P", "proxyUrl": proxy});
+        let path = format!("/v1/private-locations/{id}");
+        let message = refused_proxy(&svc, Method::PUT, &path, body).await;
+        assert!(message.contains(says), "PUT {proxy} -> {message}");
+    }
+    // Nothing was created or changed.
+    let list: Value = svc
+        .api(Method::GET, "/v1/private-locations")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["proxyUrl"], Value::Null);
+    svc.stop().await;
+}
+
+#[tokio::test]
+async fn proxy_url_is_masked_kept_and_handed_to_agents_with_each_lease() {
+    let svc = TestService::start().await;
+    let full = format!("http://agent:{PROXY_PASSWORD}@127.0.0.1:3128");
+    let masked = "http://agent:********@127.0.0.1:3128";
+    let resp = svc
+        .api(Method::POST, "/v1/private-locations")
+        .json(&json!({"name": "Behind a proxy", "slugName": "behind", "proxyUrl": full}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let text = resp.text().await.unwrap();
+    assert!(!text.contains(PROXY_PASSWORD), "{text}");
+    let created: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(created["proxyUrl"], masked);
+    let id = created["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/private-locations/{id}");
+
+    // GET and the list show it masked too.
+    for (route, pick) in [(path.as_str(), None), ("/v1/private-locations", Some(1))] {
+        let text = svc
+            .api(Method::GET, route)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!text.contains(PROXY_PASSWORD), "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let location = match pick {
+            Some(i) => v[i].clone(),
+            None => v,
+        };
+        assert_eq!(location["id"], id.as_str());
+        assert_eq!(location["proxyUrl"], masked, "{route}");
+    }
+
+    // Agents of the location get the URL with its password with each job.
+    let key = create_key(&svc, &id).await.json::<Value>().await.unwrap()["rawKey"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let check = svc
+        .create_check(json!({"name": "api", "privateLocations": ["behind"]}))
+        .await;
+    let check_id = check["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        leased_proxy(&svc, &key, &check_id).await.as_deref(),
+        Some(full.as_str())
+    );
+    // Another location's jobs carry no proxy.
+    let local_check = svc.create_check(json!({"name": "local"})).await;
+    let local_key = svc.tenant.agent_key.clone();
+    assert_eq!(
+        leased_proxy(&svc, &local_key, local_check["id"].as_str().unwrap()).await,
+        None
+    );
+
+    // The masked form sent back keeps the stored password.
+    let resp = svc
+        .api(Method::PUT, &path)
+        .json(&json!({"name": "Renamed", "proxyUrl": masked}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = resp.text().await.unwrap();
+    assert!(!text.contains(PROXY_PASSWORD), "{text}");
+    let updated: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(updated["name"], "Renamed");
+    assert_eq!(updated["proxyUrl"], masked);
+    assert_eq!(
+        leased_proxy(&svc, &key, &check_id).await.as_deref(),
+        Some(full.as_str())
+    );
+
+    // ... but only for the same proxy: not to send the password elsewhere.
+    let message = refused_proxy(
+        &svc,
+        Method::PUT,
+        &path,
+        json!({"name": "Renamed", "proxyUrl": "http://agent:********@elsewhere.example:3128"}),
+    )
+    .await;
+    assert!(message.contains("masked password"), "{message}");
+
+    // A new URL takes effect for the jobs leased after the change.
+    let resp = svc
+        .api(Method::PUT, &path)
+        .json(&json!({"name": "Renamed", "proxyUrl": "https://proxy.example"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let updated: Value = resp.json().await.unwrap();
+    assert_eq!(updated["proxyUrl"], "https://proxy.example");
+    assert_eq!(
+        leased_proxy(&svc, &key, &check_id).await.as_deref(),
+        Some("https://proxy.example")
+    );
+
+    // An update without proxyUrl (or with null or "") removes it.
+    for body in [
+        json!({"name": "Direct", "proxyUrl": null}),
+        json!({"name": "Direct", "proxyUrl": format!("http://a:{PROXY_PASSWORD}@h:1")}),
+        json!({"name": "Direct", "proxyUrl": ""}),
+        json!({"name": "Direct", "proxyUrl": format!("http://a:{PROXY_PASSWORD}@h:1")}),
+        json!({"name": "Direct"}),
+    ] {
+        let resp = svc
+            .api(Method::PUT, &path)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+    let got: Value = svc
+        .api(Method::GET, &path)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["proxyUrl"], Value::Null, "{got}");
+    assert_eq!(leased_proxy(&svc, &key, &check_id).await, None);
     svc.stop().await;
 }

@@ -3,6 +3,8 @@
 //! parsed per job (a bad one becomes an InvalidJob result, reported like any other), and
 //! the result handed to the reporter unless the lease was lost meanwhile. A result's
 //! artifacts (network diagnostics) are uploaded before the result is handed over.
+//! A job's `proxyUrl` (its location's proxy, for API checks) is read with the job; a
+//! bad one makes an InvalidJob result that does not quote it.
 
 use std::sync::Arc;
 
@@ -14,8 +16,8 @@ use super::client::ServiceClient;
 use super::inflight::{LeaseTable, Phase};
 use super::scrub::Scrubber;
 use super::state::AgentState;
-use crate::executors::{ExecEnv, RunOutput, run_check_with_artifacts};
-use crate::model::{CheckSpec, CheckType, ErrorKind, Pool, RunResult};
+use crate::executors::{ExecEnv, RunOutput, run_check_with_proxy};
+use crate::model::{CheckSpec, CheckType, ErrorKind, Pool, ProxyUrl, RunResult};
 use crate::protocol::{LeaseRef, LeasedJob, PoolCapacity, SubmittedResult};
 
 /// Runs leased jobs within the configured concurrency.
@@ -112,29 +114,37 @@ impl Dispatcher {
             job_id: job.job_id,
             lease_id: job.lease_id,
         };
-        match CheckSpec::from_json(job.check.get()) {
-            Ok(spec) => {
+        let parsed = CheckSpec::from_json(job.check.get())
+            .map_err(|e| (e.field.clone(), format!("invalid job: {e}")))
+            .and_then(|spec| match job.proxy_url.as_deref().map(ProxyUrl::parse) {
+                None => Ok((spec, None)),
+                Some(Ok(proxy)) => Ok((spec, Some(proxy))),
+                // The error never quotes the URL.
+                Some(Err(e)) => Err((
+                    "proxyUrl".to_owned(),
+                    format!("invalid job: the location's proxyUrl {e}"),
+                )),
+            });
+        match parsed {
+            Ok((spec, proxy)) => {
                 self.ctx.leases.insert(lease, job.pool, Phase::Queued);
                 let task = tokio::spawn(run_job(
                     self.ctx.clone(),
                     self.semaphore(job.pool).clone(),
                     lease,
                     spec,
+                    proxy,
                 ));
                 self.ctx.leases.set_task(lease, task.abort_handle());
                 tracing::debug!(job_id = %job.job_id, pool = job.pool.as_str(), "job queued");
             }
-            Err(e) => {
+            Err((field, message)) => {
                 let check_type = document_check_type(job.check.get()).unwrap_or(match job.pool {
                     Pool::Uptime => CheckType::Url,
                     Pool::Heavy => CheckType::Browser,
                 });
-                let message = self
-                    .ctx
-                    .scrubber
-                    .scrub(&format!("invalid job: {e}"))
-                    .into_owned();
-                tracing::warn!(job_id = %job.job_id, field = %e.field, "{message}");
+                let message = self.ctx.scrubber.scrub(&message).into_owned();
+                tracing::warn!(job_id = %job.job_id, field = %field, "{message}");
                 let mut result =
                     RunResult::errored(check_type, Utc::now(), ErrorKind::InvalidJob, message);
                 self.ctx.scrubber.scrub_result(&mut result);
@@ -169,7 +179,13 @@ fn document_check_type(doc: &str) -> Option<CheckType> {
 }
 
 /// One job: wait for a slot, run, hand the result over.
-async fn run_job(ctx: Arc<JobContext>, slots: Arc<Semaphore>, lease: LeaseRef, spec: CheckSpec) {
+async fn run_job(
+    ctx: Arc<JobContext>,
+    slots: Arc<Semaphore>,
+    lease: LeaseRef,
+    spec: CheckSpec,
+    proxy: Option<ProxyUrl>,
+) {
     let Ok(permit) = slots.acquire_owned().await else {
         return;
     };
@@ -183,7 +199,7 @@ async fn run_job(ctx: Arc<JobContext>, slots: Arc<Semaphore>, lease: LeaseRef, s
     let RunOutput {
         mut result,
         artifacts,
-    } = run_check_with_artifacts(&spec, &ctx.env).await;
+    } = run_check_with_proxy(&spec, &ctx.env, proxy.as_ref()).await;
     slot.release();
     if !ctx.leases.finish(lease) {
         tracing::info!(job_id = %lease.job_id, "lease lost during the run; result dropped");

@@ -24,6 +24,11 @@
 //! The result carries the request sent (the `Authorization` value masked), the response
 //! with up to [`MAX_KEPT_BODY_BYTES`] of body text, the timing phases and every
 //! assertion's outcome; values of secret variables are masked everywhere in it.
+//!
+//! On a location with a proxy (`proxyUrl`), every hop goes through it (see
+//! [`super::proxy`]); the proxy's password and basic-auth token are masked like
+//! secret variables, and the recorded request is the one meant for the target
+//! (without the proxy's `Proxy-Authorization`).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -49,7 +54,7 @@ use super::{ExecEnv, Executor};
 use crate::model::check::check_http_url;
 use crate::model::{
     ApiCheckSpec, Assertion, AssertionResult, AssertionSource, BodyType, CheckType, Comparison,
-    ErrorKind, HttpMethod, HttpRequestSummary, RunResult,
+    ErrorKind, HttpMethod, HttpRequestSummary, ProxyUrl, RunResult,
 };
 use crate::scrub::MASK;
 
@@ -66,7 +71,7 @@ pub const MAX_FILLED_FIELD_BYTES: usize = 16 * 1024;
 
 impl Executor for ApiCheckSpec {
     async fn run(&self, env: &ExecEnv) -> RunResult {
-        run_api_check(self, env).await.0
+        run_api_check(self, env, None).await.0
     }
 }
 
@@ -86,16 +91,21 @@ struct RunState {
     hop: HopProgress,
 }
 
-/// Runs the check; on a network-level failure also returns the failed hop (with the
-/// run's secrets in its scrubber), so that diagnostics can run it again.
+/// Runs the check, through `proxy` if given; on a network-level failure also returns
+/// the failed hop (with the run's secrets in its scrubber), so that diagnostics can run
+/// it again.
 pub(crate) async fn run_api_check(
     spec: &ApiCheckSpec,
     env: &ExecEnv,
+    proxy: Option<&ProxyUrl>,
 ) -> (RunResult, Option<FailedHop>) {
     let started_at = Utc::now();
     let start = Instant::now();
     let vars = variables(spec, env);
     let mut scrubber = env.scrubber.clone();
+    if let Some(proxy) = proxy {
+        super::proxy::add_secrets(proxy, &mut scrubber);
+    }
     for v in &spec.environment_variables {
         if v.is_secret()
             && let Some(value) = &v.value
@@ -133,7 +143,7 @@ pub(crate) async fn run_api_check(
         hop: HopProgress::default(),
     };
     let limit = env.run_timeout(CheckType::Api);
-    let outcome = match tokio::time::timeout(limit, follow(env, spec, &mut state)).await {
+    let outcome = match tokio::time::timeout(limit, follow(env, spec, proxy, &mut state)).await {
         Ok(outcome) => outcome,
         Err(_) => Err(FetchError::new(
             ErrorKind::Timeout,
@@ -156,6 +166,7 @@ pub(crate) async fn run_api_check(
             request: state.request.clone(),
             opts: hop_options(spec),
             addresses: state.hop.addresses,
+            proxy: proxy.cloned(),
             kind: error.kind,
             scrubber: scrubber.clone(),
         }),
@@ -391,12 +402,21 @@ fn kept_text(body: &[u8]) -> Option<String> {
 async fn follow(
     env: &ExecEnv,
     spec: &ApiCheckSpec,
+    proxy: Option<&ProxyUrl>,
     state: &mut RunState,
 ) -> Result<(), FetchError> {
     let opts = hop_options(spec);
     loop {
         state.hop = HopProgress::default();
-        timed_http::fetch(&env.http, &state.url, &state.request, opts, &mut state.hop).await?;
+        timed_http::fetch(
+            &env.http,
+            &state.url,
+            &state.request,
+            opts,
+            proxy,
+            &mut state.hop,
+        )
+        .await?;
         if !spec.request.follow_redirects {
             return Ok(());
         }

@@ -8,6 +8,7 @@ pub mod dns;
 mod http_error;
 pub mod icmp;
 pub mod netdiag;
+mod proxy;
 mod resolve;
 pub mod tcp;
 pub mod template;
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use crate::model::{CheckSpec, CheckType, ErrorKind, RunResult};
+use crate::model::{CheckSpec, CheckType, ErrorKind, ProxyUrl, RunResult};
 use crate::scrub::Scrubber;
 
 /// Prefix of the agent's environment variables that checks may use as `{{NAME}}`
@@ -187,6 +188,16 @@ pub struct RunOutput {
 /// (see [`netdiag`]). Their files come back as artifacts, listed in `result.artifacts`;
 /// `result.diagnostics` says whether they ran and, if not, why.
 pub async fn run_check_with_artifacts(spec: &CheckSpec, env: &ExecEnv) -> RunOutput {
+    run_check_with_proxy(spec, env, None).await
+}
+
+/// [`run_check_with_artifacts`] on a location with a proxy: API checks send their
+/// requests through `proxy` (see `proxy.rs`); other types ignore it.
+pub async fn run_check_with_proxy(
+    spec: &CheckSpec,
+    env: &ExecEnv,
+    proxy: Option<&ProxyUrl>,
+) -> RunOutput {
     let check_type = spec.check_type();
     let limit = env.run_timeout(check_type);
     let started = Utc::now();
@@ -196,7 +207,7 @@ pub async fn run_check_with_artifacts(spec: &CheckSpec, env: &ExecEnv) -> RunOut
     let run = Box::pin(async {
         match spec {
             CheckSpec::Url(u) => url::run_url_monitor(u, env).await,
-            CheckSpec::Api(a) => api::run_api_check(a, env).await,
+            CheckSpec::Api(a) => api::run_api_check(a, env, proxy).await,
             CheckSpec::Tcp(t) => (t.run(env).await, None),
             CheckSpec::Dns(d) => (d.run(env).await, None),
             CheckSpec::Icmp(i) => (i.run(env).await, None),

@@ -2,6 +2,13 @@
 //! DNS (hickory), TCP connect, TLS handshake (tokio-rustls), first byte (request written
 //! to response head parsed, hyper's HTTP/1 client connection) and download (body read).
 //!
+//! With a proxy (API checks of a location with `proxyUrl`, see [`super::proxy`]) the
+//! connection goes to the proxy: DNS and TCP are those of the proxy, and TCP also
+//! covers TLS with an `https://` proxy and the CONNECT exchange of an `https://`
+//! target, i.e. everything until a byte path to the target exists; TLS is the
+//! handshake with the target inside the tunnel (none for `http://` targets, sent in
+//! absolute form to the proxy).
+//!
 //! Nothing is spawned: hyper's connection future is driven inline next to the request.
 //! What a hop has measured and received so far lives in a [`HopProgress`] owned by the
 //! caller, so a run cut short by its time limit still reports the phases it got through.
@@ -17,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{
-    ACCEPT, CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderValue, TRANSFER_ENCODING, USER_AGENT,
+    ACCEPT, CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderValue, PROXY_AUTHORIZATION,
+    TRANSFER_ENCODING, USER_AGENT,
 };
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
@@ -32,9 +40,10 @@ use url::{Host, Position, Url};
 use super::ExecEnvError;
 use super::connect::connect_any;
 use super::http_error::{FetchError, find_io_error};
+use super::proxy;
 use super::resolve::{AddressList, SystemResolver, literal};
 use super::tls::TlsConfigs;
-use crate::model::{ErrorKind, IpFamily, TimingPhases};
+use crate::model::{ErrorKind, IpFamily, ProxyUrl, TimingPhases};
 
 /// Body bytes a URL monitor counts before reading stops and the body is marked truncated.
 pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
@@ -177,13 +186,15 @@ impl HopRequest {
     }
 }
 
-/// Sends `request` to `url` on a fresh connection, recording phases, head and body into
-/// `p`. On success `p.head` is set. On error `p` holds whatever was measured before it.
+/// Sends `request` to `url` on a fresh connection, directly or through `proxy`,
+/// recording phases, head and body into `p`. On success `p.head` is set. On error `p`
+/// holds whatever was measured before it.
 pub(crate) async fn fetch(
     env: &HttpEnv,
     url: &Url,
     request: &HopRequest,
     opts: HopOptions,
+    proxy: Option<&ProxyUrl>,
     p: &mut HopProgress,
 ) -> Result<(), FetchError> {
     let https = match url.scheme() {
@@ -203,54 +214,171 @@ pub(crate) async fn fetch(
         ));
     };
     let host_str = url.host_str().unwrap_or_default();
-
-    let addrs = match host {
-        Host::Ipv4(ip) => literal(IpAddr::V4(ip), opts.family, "the URL's host")?,
-        Host::Ipv6(ip) => literal(IpAddr::V6(ip), opts.family, "the URL's host")?,
-        Host::Domain(name) => {
-            p.begin(Phase::Dns, Instant::now());
-            let found = env.resolver.lookup_for(name, opts.family).await?;
-            p.end(Instant::now());
-            found
-        }
-    };
-    p.addresses = addrs;
-
-    p.begin(Phase::Tcp, Instant::now());
     let target = if host_str.contains(':') && !host_str.starts_with('[') {
         format!("[{host_str}]:{port}")
     } else {
         format!("{host_str}:{port}")
     };
-    let tcp = connect_any(&addrs, port, &target).await?;
-    p.end(Instant::now());
+    let hop = Hop {
+        url,
+        host: host.clone(),
+        host_str,
+        target: &target,
+        https,
+        opts,
+    };
 
-    let request = build_request(env, url, request)?;
-    if !https {
-        return exchange(env, tcp, request, host_str, opts, p).await;
+    let Some(proxy) = proxy else {
+        p.addresses = resolve(env, host, opts.family, "the URL's host", p).await?;
+        p.begin(Phase::Tcp, Instant::now());
+        let tcp = connect_any(&p.addresses, port, &target).await?;
+        p.end(Instant::now());
+        let request = build_request(env, url, request, None)?;
+        return over(env, tcp, &hop, request, p).await;
+    };
+
+    // The check's ipFamily is about the target, which the proxy resolves; the proxy is
+    // reached over either family (IPv6 first).
+    p.addresses = resolve(env, proxy.host(), None, "the proxy's host", p)
+        .await
+        .map_err(|e| FetchError::new(e.kind, format!("the location's proxy: {}", e.message)))?;
+    p.begin(Phase::Tcp, Instant::now());
+    let tcp = connect_any(
+        &p.addresses,
+        proxy.port(),
+        &format!("the proxy {}", proxy.authority()),
+    )
+    .await?;
+    if !proxy.is_tls() {
+        return through(env, tcp, proxy, &hop, request, p).await;
     }
-    let server_name = match host {
-        Host::Ipv4(ip) => ServerName::IpAddress(IpAddr::V4(ip).into()),
-        Host::Ipv6(ip) => ServerName::IpAddress(IpAddr::V6(ip).into()),
+    let server_name = server_name(proxy.host(), &proxy.authority())?;
+    let tls = TlsConnector::from(env.tls.verifying.clone())
+        .connect(server_name, tcp)
+        .await
+        .map_err(|e| {
+            let e = FetchError::tls(&proxy.authority(), &e);
+            FetchError::new(e.kind, format!("the location's proxy: {}", e.message))
+        })?;
+    through(env, tls, proxy, &hop, request, p).await
+}
+
+/// What a hop is about: the target URL and how to reach it.
+struct Hop<'a> {
+    url: &'a Url,
+    host: Host<&'a str>,
+    host_str: &'a str,
+    /// `host:port`, IPv6 in brackets.
+    target: &'a str,
+    https: bool,
+    opts: HopOptions,
+}
+
+/// The addresses of `host` (`what` names it in errors), timed as the DNS phase.
+async fn resolve(
+    env: &HttpEnv,
+    host: Host<&str>,
+    family: Option<IpFamily>,
+    what: &str,
+    p: &mut HopProgress,
+) -> Result<AddressList, FetchError> {
+    match host {
+        Host::Ipv4(ip) => literal(IpAddr::V4(ip), family, what),
+        Host::Ipv6(ip) => literal(IpAddr::V6(ip), family, what),
+        Host::Domain(name) => {
+            p.begin(Phase::Dns, Instant::now());
+            let found = env.resolver.lookup_for(name, family).await?;
+            p.end(Instant::now());
+            Ok(found)
+        }
+    }
+}
+
+/// The name a TLS certificate of `host` must carry.
+fn server_name(host: Host<&str>, shown: &str) -> Result<ServerName<'static>, FetchError> {
+    match host {
+        Host::Ipv4(ip) => Ok(ServerName::IpAddress(IpAddr::V4(ip).into())),
+        Host::Ipv6(ip) => Ok(ServerName::IpAddress(IpAddr::V6(ip).into())),
         Host::Domain(name) => ServerName::try_from(name.to_owned()).map_err(|_| {
             FetchError::new(
                 ErrorKind::Tls,
-                format!("{host_str} is not a valid name for a TLS certificate"),
+                format!("{shown} is not a valid name for a TLS certificate"),
             )
-        })?,
-    };
-    let config = if opts.verify_tls {
+        }),
+    }
+}
+
+/// The rest of a hop on a stream to the proxy (the TCP phase still running): a tunnel
+/// for an `https://` target, the request in absolute form for an `http://` one.
+async fn through<S>(
+    env: &HttpEnv,
+    stream: S,
+    proxy: &ProxyUrl,
+    hop: &Hop<'_>,
+    request: &HopRequest,
+    p: &mut HopProgress,
+) -> Result<(), FetchError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    if hop.https {
+        let tunnel = proxy::open_tunnel(stream, proxy, hop.target, &env.user_agent).await?;
+        p.end(Instant::now());
+        let request = build_request(env, hop.url, request, None)?;
+        return over(env, tunnel, hop, request, p).await;
+    }
+    p.end(Instant::now());
+    let request = build_request(env, hop.url, request, Some(proxy))?;
+    exchange(env, stream, request, hop.host_str, hop.opts, p).await?;
+    match &p.head {
+        Some(head) if head.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED => {
+            let reason = head
+                .reason
+                .as_ref()
+                .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
+                .or_else(|| head.status.canonical_reason().map(str::to_owned))
+                .unwrap_or_default();
+            Err(proxy::refused(
+                &proxy.authority(),
+                "request",
+                hop.target,
+                1,
+                head.status.as_u16(),
+                &proxy::quoted_reason(&reason),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// TLS with the target if it is `https://`, then the exchange, on a stream that
+/// reaches the target (directly or through a tunnel).
+async fn over<S>(
+    env: &HttpEnv,
+    stream: S,
+    hop: &Hop<'_>,
+    request: Request<Full<Bytes>>,
+    p: &mut HopProgress,
+) -> Result<(), FetchError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    if !hop.https {
+        return exchange(env, stream, request, hop.host_str, hop.opts, p).await;
+    }
+    let server_name = server_name(hop.host.clone(), hop.host_str)?;
+    let config = if hop.opts.verify_tls {
         env.tls.verifying.clone()
     } else {
         env.tls.insecure.clone()
     };
     p.begin(Phase::Tls, Instant::now());
     let tls = TlsConnector::from(config)
-        .connect(server_name, tcp)
+        .connect(server_name, stream)
         .await
-        .map_err(|e| FetchError::tls(host_str, &e))?;
+        .map_err(|e| FetchError::tls(hop.host_str, &e))?;
     p.end(Instant::now());
-    exchange(env, tls, request, host_str, opts, p).await
+    exchange(env, tls, request, hop.host_str, hop.opts, p).await
 }
 
 /// The HTTP/1.1 request and response on an established stream.
@@ -306,15 +434,26 @@ where
     outcome
 }
 
-/// The request with origin-form target, the default headers, the extra headers and the
-/// body.
+/// The request with the default headers, the extra headers and the body. Its target
+/// is in origin form (`/path?query`), or in absolute form (`http://host/path?query`,
+/// never with the URL's credentials) with `Proxy-Authorization` for the proxy when
+/// sent to `proxy`.
 fn build_request(
     env: &HttpEnv,
     url: &Url,
     hop: &HopRequest,
+    proxy: Option<&ProxyUrl>,
 ) -> Result<Request<Full<Bytes>>, FetchError> {
-    let target = &url[Position::BeforePath..Position::AfterQuery];
-    let uri = Uri::try_from(target).map_err(|_| {
+    let origin_form = &url[Position::BeforePath..Position::AfterQuery];
+    let target = match proxy {
+        None => std::borrow::Cow::Borrowed(origin_form),
+        Some(_) => std::borrow::Cow::Owned(format!(
+            "{}://{}",
+            url.scheme(),
+            &url[Position::BeforeHost..Position::AfterQuery]
+        )),
+    };
+    let uri = Uri::try_from(target.as_ref()).map_err(|_| {
         FetchError::new(
             ErrorKind::InvalidJob,
             "the URL's path or query cannot be sent in an HTTP request",
@@ -323,7 +462,11 @@ fn build_request(
     let mut request = Request::new(Full::new(hop.body.clone()));
     *request.method_mut() = hop.method.clone();
     *request.uri_mut() = uri;
-    *request.headers_mut() = request_headers(env, url, hop)?;
+    let mut headers = request_headers(env, url, hop)?;
+    if let Some(auth) = proxy.map(proxy::authorization).transpose()?.flatten() {
+        headers.insert(PROXY_AUTHORIZATION, auth);
+    }
+    *request.headers_mut() = headers;
     Ok(request)
 }
 

@@ -98,6 +98,7 @@ pub(crate) async fn run_url_monitor(
             request: HopRequest::get(),
             opts: hop_options(spec),
             addresses: state.hop.addresses,
+            proxy: None,
             kind: error.kind,
             scrubber: env.scrubber.clone(),
         }),
@@ -168,7 +169,7 @@ async fn follow(
     let request = HopRequest::get();
     loop {
         state.hop = HopProgress::default();
-        timed_http::fetch(&env.http, &state.url, &request, opts, &mut state.hop).await?;
+        timed_http::fetch(&env.http, &state.url, &request, opts, None, &mut state.hop).await?;
         if !spec.request.follow_redirects {
             return Ok(());
         }

@@ -6,6 +6,7 @@
 pub mod check;
 pub mod heartbeat;
 pub mod jsonpath;
+pub mod proxy;
 pub mod result;
 pub mod session;
 
@@ -15,6 +16,7 @@ pub use check::{
     UrlMonitorSpec, UrlRequest, ValidationError,
 };
 pub use heartbeat::{HeartbeatConfig, HeartbeatState, TimeUnit};
+pub use proxy::{ProxyUrl, ProxyUrlError};
 pub use result::{
     ArtifactRef, AssertionResult, Diagnostics, ErrorKind, HttpRequestSummary, HttpResponseSummary,
     RunError, RunResult, RunStatus, TimingPhases,

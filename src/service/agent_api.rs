@@ -16,6 +16,7 @@ use super::context::{AppState, Ctx};
 use super::errors::ApiError;
 use super::store::to_time as store_time;
 use super::store::{LeaseGrant, MAX_SUBMIT_BATCH, now_ms};
+use crate::model::ProxyUrl;
 use crate::protocol::{
     HelloRequest, HelloResponse, LeaseRequest, LeaseResponse, LeasedJob, MAX_AGENT_BODY_BYTES,
     MAX_ERROR_REPORT_BODY_BYTES, MAX_LEASE_WAIT_SECS, PROTOCOL_VERSION, ReleaseRequest,
@@ -85,6 +86,7 @@ fn leased_job(g: LeaseGrant) -> LeasedJob {
             serde_json::value::to_raw_value(&g.payload)
                 .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
         }),
+        proxy_url: g.proxy_url.as_ref().map(ProxyUrl::expose),
     }
 }
 

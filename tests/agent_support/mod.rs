@@ -292,6 +292,7 @@ pub fn job(check: serde_json::Value) -> LeasedJob {
         session_id: Uuid::new_v4(),
         run_location: LOCATION.to_owned(),
         check: serde_json::value::to_raw_value(&check).unwrap(),
+        proxy_url: None,
     }
 }
 

@@ -3,6 +3,9 @@
 
 mod error_reports;
 mod harness;
+mod proxy;
+#[path = "../proxy_support/mod.rs"]
+mod proxy_support;
 
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,8 @@
 //! document given for the job's check, else the fallback. So a check the generator
 //! created, or changed to name another host, still runs against loopback. The agent
 //! runs each job for real and reports a real result, so sessions complete as they would
-//! in production.
+//! in production. The location's proxy (`proxyUrl`, which the generator may set to any
+//! host) is taken out of every job: API checks go straight to loopback.
 
 #![allow(dead_code)]
 
@@ -180,6 +181,8 @@ async fn forward(
                         .get(&job.check_id.to_string())
                         .unwrap_or(&jail.fallback);
                     job.check = serde_json::value::to_raw_value(document).unwrap();
+                    // A proxy the generator set on the location may be anywhere.
+                    job.proxy_url = None;
                 }
                 Bytes::from(serde_json::to_vec(&lease).unwrap())
             }

@@ -12,6 +12,10 @@
 //! For a DNS failure the target is the system's name servers (port 53) and the re-run
 //! is an uncached lookup of the host.
 //!
+//! A hop through the location's proxy is re-run through it too, and its target is the
+//! proxy (its address and port; its host name for a DNS failure): that is the network
+//! path the agent itself takes.
+//!
 //! Both need `CAP_NET_RAW`. Without it nothing runs and the result says so:
 //! `diagnostics: {available: false, reason: "..."}`.
 
@@ -29,7 +33,7 @@ use url::Url;
 use super::ExecEnv;
 use super::resolve::AddressList;
 use super::timed_http::{self, HopOptions, HopProgress, HopRequest};
-use crate::model::{ArtifactRef, Diagnostics, ErrorKind};
+use crate::model::{ArtifactRef, Diagnostics, ErrorKind, ProxyUrl};
 use crate::scrub::Scrubber;
 
 pub use capture::MAX_PCAP_BYTES;
@@ -90,8 +94,11 @@ pub(crate) struct FailedHop {
     pub(crate) url: Url,
     pub(crate) request: HopRequest,
     pub(crate) opts: HopOptions,
-    /// The addresses the hop tried (empty when it failed before it had any).
+    /// The addresses the hop tried (empty when it failed before it had any): the
+    /// proxy's when it went through one.
     pub(crate) addresses: AddressList,
+    /// The location's proxy the hop went through.
+    pub(crate) proxy: Option<ProxyUrl>,
     pub(crate) kind: ErrorKind,
     /// Masks the run's secrets in the capture.
     pub(crate) scrubber: Scrubber,
@@ -112,19 +119,34 @@ pub(crate) async fn diagnose_hop(env: &ExecEnv, hop: &FailedHop, budget: Duratio
         };
         let port = first.port();
         let targets: Vec<IpAddr> = servers.iter().map(|s| s.ip()).collect();
-        let host = hop.url.host_str().unwrap_or_default().to_owned();
+        let (host, family) = match &hop.proxy {
+            Some(proxy) => (proxy.host().to_string(), None),
+            None => (
+                hop.url.host_str().unwrap_or_default().to_owned(),
+                hop.opts.family,
+            ),
+        };
         let resolver = env.http.resolver().without_cache();
-        let family = hop.opts.family;
         let rerun = async move {
             let _ = resolver.lookup_for(&host, family).await;
         };
         return diagnose(&targets, port, rerun, budget, &hop.scrubber).await;
     }
-    let port = hop.url.port_or_known_default().unwrap_or(0);
+    let port = match &hop.proxy {
+        Some(proxy) => proxy.port(),
+        None => hop.url.port_or_known_default().unwrap_or(0),
+    };
     let rerun = async {
         let mut progress = HopProgress::default();
-        let outcome =
-            timed_http::fetch(&env.http, &hop.url, &hop.request, hop.opts, &mut progress).await;
+        let outcome = timed_http::fetch(
+            &env.http,
+            &hop.url,
+            &hop.request,
+            hop.opts,
+            hop.proxy.as_ref(),
+            &mut progress,
+        )
+        .await;
         tracing::debug!(ok = outcome.is_ok(), "diagnostic re-run finished");
     };
     diagnose(&addresses, port, rerun, budget, &hop.scrubber).await

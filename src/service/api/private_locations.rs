@@ -7,8 +7,20 @@
 //!   At most [`MAX_ACTIVE_LOCATION_KEYS`] keys are active: a third is a 409.
 //! - A location named by checks (`privateLocations`) is not deleted: 409 naming how
 //!   many checks use it; remove it from those checks first.
-//! - `icon` is accepted but not stored (always `"location"`); `proxyUrl` must be null
-//!   or absent: Outpost agents do not proxy API checks.
+//! - `icon` is accepted but not stored (always `"location"`).
+//! - `proxyUrl` (create and update): the HTTP proxy the location's agents send API
+//!   checks through (only API checks: URL, TCP, DNS and ICMP monitors and the agent's
+//!   own traffic to the service never use it). `null`, `""` or absent: none (an update
+//!   without it removes the proxy, as it replaces the location). Otherwise
+//!   `http://[user[:password]@]host[:port]` (port 80 by default) or `https://...`
+//!   (TLS to the proxy, port 443 by default), no path, query or fragment, at most
+//!   [`crate::model::proxy::MAX_PROXY_URL_LEN`] bytes (2048); anything else is a 400 naming
+//!   `proxyUrl` that never quotes the URL. Answers show the password masked
+//!   (`http://user:********@proxy:3128`); an update that sends that masked form back
+//!   for the same scheme, user, host and port keeps the stored password (as masked
+//!   alert channel secrets do). Agents get the URL with the password with each job
+//!   they lease (`proxyUrl` of `LeasedJob`), so a change applies to jobs leased after
+//!   it.
 //! - `lastSeen`, `agentCount`, `minAgentVersion` and `runningAgents` come from the
 //!   agents that said HELLO for the location (Outpost records HELLO, not every poll).
 //! - Another account's location is a 404, like an unknown one.
@@ -22,6 +34,7 @@ use serde_json::{Map, Value, json};
 
 use super::calendar_date;
 use super::extract::{ApiJson, parse_id};
+use crate::model::ProxyUrl;
 use crate::service::auth::ApiAuth;
 use crate::service::context::AppState;
 use crate::service::errors::ApiError;
@@ -78,7 +91,10 @@ fn location_json(r: &LocationRecord, keys: &[LocationKeyInfo]) -> Map<String, Va
         "keys".into(),
         Value::Array(keys.iter().map(key_json).collect()),
     );
-    m.insert("proxyUrl".into(), Value::Null);
+    m.insert(
+        "proxyUrl".into(),
+        json!(r.proxy_url.as_ref().map(ProxyUrl::masked)),
+    );
     m
 }
 
@@ -170,8 +186,8 @@ fn name_field(body: &Map<String, Value>) -> Result<String, ApiError> {
     }
 }
 
-/// `icon` (accepted, not stored) and `proxyUrl` (only null).
-fn optional_fields(body: &Map<String, Value>) -> Result<(), ApiError> {
+/// `icon`: accepted, not stored.
+fn icon_field(body: &Map<String, Value>) -> Result<(), ApiError> {
     match body.get("icon") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) if s.len() <= MAX_ICON_LEN => {}
@@ -183,12 +199,19 @@ fn optional_fields(body: &Map<String, Value>) -> Result<(), ApiError> {
         }
         Some(_) => return Err(ApiError::invalid("icon", "must be a string")),
     }
+    Ok(())
+}
+
+/// `proxyUrl`: `None` for null, `""` or absent. A masked password is still the mask
+/// here: see [`ProxyUrl::keep_password_of`].
+fn proxy_field(body: &Map<String, Value>) -> Result<Option<ProxyUrl>, ApiError> {
     match body.get("proxyUrl") {
-        None | Some(Value::Null) => Ok(()),
-        Some(_) => Err(ApiError::invalid(
-            "proxyUrl",
-            "is not supported: Outpost agents do not proxy API checks; send null or omit it",
-        )),
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => ProxyUrl::parse(s)
+            .map(Some)
+            .map_err(|e| ApiError::invalid("proxyUrl", e)),
+        Some(_) => Err(ApiError::invalid("proxyUrl", "must be a string or null")),
     }
 }
 
@@ -268,15 +291,15 @@ async fn create(
     let body = object(body)?;
     let name = name_field(&body)?;
     let slug = slug_field(&body)?;
-    optional_fields(&body)?;
-    let location = ctx
+    icon_field(&body)?;
+    let proxy = proxy_field(&body)?
+        .map(|p| p.keep_password_of(None))
+        .transpose()
+        .map_err(|e| ApiError::invalid("proxyUrl", e))?;
+    let record = ctx
         .store
-        .create_private_location(auth.account_id, &name, &slug)
+        .create_private_location_with_proxy(auth.account_id, &name, &slug, proxy.as_ref())
         .await?;
-    let record = LocationRecord {
-        updated_at: location.created_at,
-        location,
-    };
     Ok((
         StatusCode::CREATED,
         Json(Value::Object(location_json(&record, &[]))),
@@ -301,16 +324,29 @@ async fn update(
     let id = parse_id(&id, "id")?;
     let body = object(body)?;
     let name = name_field(&body)?;
-    optional_fields(&body)?;
+    icon_field(&body)?;
+    let mut proxy = proxy_field(&body)?;
     if body.contains_key("slugName") {
         return Err(ApiError::invalid(
             "slugName",
             "cannot be changed; checks name the location by it",
         ));
     }
+    if let Some(sent) = proxy.take_if(|p| p.has_masked_password()) {
+        // The masked form sent back: the stored password stays.
+        let stored = ctx
+            .store
+            .location_record(auth.account_id, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(NOT_FOUND))?;
+        proxy = Some(
+            sent.keep_password_of(stored.proxy_url.as_ref())
+                .map_err(|e| ApiError::invalid("proxyUrl", e))?,
+        );
+    }
     let record = ctx
         .store
-        .rename_private_location(auth.account_id, id, &name)
+        .update_private_location(auth.account_id, id, &name, proxy.as_ref())
         .await?
         .ok_or_else(|| ApiError::not_found(NOT_FOUND))?;
     let keys = ctx.store.list_location_keys(id).await?;

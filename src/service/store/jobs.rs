@@ -8,10 +8,11 @@ use serde_json::json;
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::location_usage::stored_proxy;
 use super::rows::{self, time};
 use super::sessions::{FinalOutcome, apply_finals, parse_check_type};
 use super::{Store, StoreError};
-use crate::model::{ErrorKind, Pool, RunResult, RunStatus};
+use crate::model::{ErrorKind, Pool, ProxyUrl, RunResult, RunStatus};
 use crate::protocol::{LeaseRef, PoolCapacity, SubmitOutcome, SubmitStatus, SubmittedResult};
 
 /// Most jobs one lease request takes per pool, whatever capacity it claims.
@@ -34,6 +35,9 @@ pub struct LeaseGrant {
     pub run_location: String,
     /// The check document as stored (JSON text).
     pub payload: String,
+    /// The location's proxy for API checks (password included), read in the lease's
+    /// transaction: a change applies to jobs leased after it.
+    pub proxy_url: Option<ProxyUrl>,
 }
 
 /// What a result batch did.
@@ -241,11 +245,24 @@ impl Store {
                         session_id: rows::uuid(r, "session_id", "jobs")?,
                         run_location: r.try_get("run_location")?,
                         payload: r.try_get("payload")?,
+                        proxy_url: None,
                     },
                 ));
             }
             batch.sort_by_key(|(order, _)| *order);
             grants.extend(batch.into_iter().map(|(_, g)| g));
+        }
+        if !grants.is_empty() {
+            let stored: Option<String> =
+                sqlx::query_scalar("SELECT proxy_url FROM private_locations WHERE id = ?")
+                    .bind(location_id.to_string())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .flatten();
+            let proxy_url = stored_proxy(stored)?;
+            for grant in &mut grants {
+                grant.proxy_url.clone_from(&proxy_url);
+            }
         }
         tx.commit().await?;
         Ok(grants)

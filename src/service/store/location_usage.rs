@@ -1,5 +1,5 @@
 //! What the public API shows of private locations beyond their identity: update of the
-//! name, the checks that name a location (a location in use cannot be deleted), the
+//! name and proxy, the checks that name a location (a location in use cannot be deleted), the
 //! agents that said HELLO and the location's live job queue.
 
 use chrono::{DateTime, Utc};
@@ -8,12 +8,15 @@ use uuid::Uuid;
 
 use super::rows;
 use super::{PrivateLocation, Store, StoreError, now_ms};
+use crate::model::ProxyUrl;
 
-/// A private location with its last update time.
+/// A private location with its last update time and its proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocationRecord {
     pub location: PrivateLocation,
     pub updated_at: DateTime<Utc>,
+    /// The proxy of its API checks (`proxyUrl`), password included.
+    pub proxy_url: Option<ProxyUrl>,
 }
 
 /// An agent that said HELLO for a location.
@@ -45,7 +48,19 @@ pub enum LocationDeletion {
     InUse(i64),
 }
 
-const LOCATION_COLUMNS: &str = "id, account_id, name, slug_name, created_at, updated_at";
+const LOCATION_COLUMNS: &str = "id, account_id, name, slug_name, created_at, updated_at, proxy_url";
+
+/// A stored proxy URL (written validated by the API).
+pub(super) fn stored_proxy(text: Option<String>) -> Result<Option<ProxyUrl>, StoreError> {
+    text.map(|t| {
+        // The error names what is wrong, never the URL (it holds a password).
+        ProxyUrl::parse(&t).map_err(|e| StoreError::Corrupt {
+            table: "private_locations",
+            message: format!("proxy_url {e}"),
+        })
+    })
+    .transpose()
+}
 
 fn record_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<LocationRecord, StoreError> {
     Ok(LocationRecord {
@@ -57,6 +72,7 @@ fn record_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<LocationRecord, StoreE
             created_at: rows::ts(r, "created_at")?,
         },
         updated_at: rows::ts(r, "updated_at")?,
+        proxy_url: stored_proxy(r.try_get("proxy_url")?)?,
     })
 }
 
@@ -97,12 +113,14 @@ impl Store {
         row.as_ref().map(record_from_row).transpose()
     }
 
-    /// Renames a private location; None if the account has no such location.
-    pub async fn rename_private_location(
+    /// Sets a private location's name and proxy (`None`: no proxy); None if the
+    /// account has no such location. Jobs leased afterwards carry the new proxy.
+    pub async fn update_private_location(
         &self,
         account_id: Uuid,
         id: Uuid,
         name: &str,
+        proxy_url: Option<&ProxyUrl>,
     ) -> Result<Option<LocationRecord>, StoreError> {
         let name = name.trim();
         if name.is_empty() {
@@ -112,10 +130,11 @@ impl Store {
             });
         }
         let row = sqlx::query(&format!(
-            "UPDATE private_locations SET name = ?, updated_at = ?
+            "UPDATE private_locations SET name = ?, proxy_url = ?, updated_at = ?
              WHERE account_id = ? AND id = ? RETURNING {LOCATION_COLUMNS}"
         ))
         .bind(name)
+        .bind(proxy_url.map(ProxyUrl::expose))
         .bind(now_ms())
         .bind(account_id.to_string())
         .bind(id.to_string())

@@ -6,8 +6,10 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::auth_cache::Principal;
+use super::location_usage::LocationRecord;
 use super::rows::{self, time};
 use super::{Store, StoreError, now_ms};
+use crate::model::ProxyUrl;
 use crate::service::keys;
 
 /// Most active keys a location may have (one in use, one being rotated in).
@@ -65,13 +67,28 @@ fn location_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<PrivateLocation, Sto
 }
 
 impl Store {
-    /// Creates a private location; the slug name must be unique within the account.
+    /// Creates a private location without a proxy; the slug name must be unique within
+    /// the account.
     pub async fn create_private_location(
         &self,
         account_id: Uuid,
         name: &str,
         slug_name: &str,
     ) -> Result<PrivateLocation, StoreError> {
+        self.create_private_location_with_proxy(account_id, name, slug_name, None)
+            .await
+            .map(|record| record.location)
+    }
+
+    /// Creates a private location whose agents send API checks through `proxy_url`
+    /// (`None`: directly); the slug name must be unique within the account.
+    pub async fn create_private_location_with_proxy(
+        &self,
+        account_id: Uuid,
+        name: &str,
+        slug_name: &str,
+        proxy_url: Option<&ProxyUrl>,
+    ) -> Result<LocationRecord, StoreError> {
         if name.trim().is_empty() {
             return Err(StoreError::Invalid {
                 field: "name",
@@ -98,14 +115,16 @@ impl Store {
             return Err(StoreError::SlugTaken(slug_name.to_owned()));
         }
         let done = sqlx::query(
-            "INSERT INTO private_locations (id, account_id, name, slug_name, created_at, updated_at)
-             SELECT ?, id, ?, ?, ?, ? FROM accounts WHERE id = ?",
+            "INSERT INTO private_locations
+                 (id, account_id, name, slug_name, created_at, updated_at, proxy_url)
+             SELECT ?, id, ?, ?, ?, ?, ? FROM accounts WHERE id = ?",
         )
         .bind(id.to_string())
         .bind(name.trim())
         .bind(slug_name)
         .bind(now)
         .bind(now)
+        .bind(proxy_url.map(ProxyUrl::expose))
         .bind(account_id.to_string())
         .execute(&mut *tx)
         .await?;
@@ -113,12 +132,16 @@ impl Store {
             return Err(StoreError::NotFound("account"));
         }
         tx.commit().await?;
-        Ok(PrivateLocation {
-            id,
-            account_id,
-            name: name.trim().to_owned(),
-            slug_name: slug_name.to_owned(),
-            created_at: time(now),
+        Ok(LocationRecord {
+            location: PrivateLocation {
+                id,
+                account_id,
+                name: name.trim().to_owned(),
+                slug_name: slug_name.to_owned(),
+                created_at: time(now),
+            },
+            updated_at: time(now),
+            proxy_url: proxy_url.cloned(),
         })
     }
 

@@ -51,6 +51,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "key revision",
         include_str!("../../../migrations/0009_key_revision.sql"),
     ),
+    (
+        10,
+        "location proxy",
+        include_str!("../../../migrations/0010_location_proxy.sql"),
+    ),
 ];
 
 /// The compiled-in migrations as a sqlx migration source.
