@@ -169,16 +169,8 @@ fn the_service_documents_exactly_the_routes_it_serves() {
     drop(serve);
 }
 
-/// The agent protocol's operations, whose schemas the document generates from the
-/// handlers' Rust types: schemathesis (real requests to a real `outpost serve` with a
-/// real agent key) finds no 5xx, no answer off its schema, and no request that breaks
-/// the schema accepted. LEASE is left out: it long-polls up to 25 s per request.
-#[test]
-fn the_agent_protocol_keeps_to_the_generated_schemas() {
-    let python = schemathesis_support::python();
-    let dir = tempfile::tempdir().unwrap();
-    let serve = Serve::start(dir.path());
-    let creds = serve.credentials();
+/// The served document, written to `dir/openapi.json`.
+fn served_document(serve: &Serve, dir: &Path) -> (Value, std::path::PathBuf) {
     let text = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -192,28 +184,38 @@ fn the_agent_protocol_keeps_to_the_generated_schemas() {
                 .unwrap();
             resp.text().await.unwrap()
         });
-    let document = dir.path().join("openapi.json");
-    std::fs::write(&document, &text).unwrap();
-    let report = dir.path().join("agent.ndjson");
-    let out = schemathesis_support::run(
-        &python,
-        &document,
-        &serve.base,
-        &[
-            "--header".to_owned(),
-            format!(
-                "Authorization: Bearer {}",
-                creds["agentKey"].as_str().unwrap()
-            ),
-            "--include-path-regex".to_owned(),
-            "^/agent/v1/(hello|leases/renew|leases/release|results|error-reports)$".to_owned(),
-            "--seed".to_owned(),
-            "20261124".to_owned(),
-            "--max-examples".to_owned(),
-            "30".to_owned(),
-        ],
-        &report,
+    let file = dir.join("openapi.json");
+    std::fs::write(&file, &text).unwrap();
+    (serde_json::from_str(&text).unwrap(), file)
+}
+
+/// Runs schemathesis with the served document on the operations `include` matches,
+/// asserts it found nothing, and returns the report to look into.
+fn schemathesis_on_own_operations(
+    serve: &Serve,
+    dir: &Path,
+    headers: &[String],
+    include: &str,
+) -> std::path::PathBuf {
+    let python = schemathesis_support::python();
+    let (_, document) = served_document(serve, dir);
+    let report = dir.join("own.ndjson");
+    let mut args: Vec<String> = headers
+        .iter()
+        .flat_map(|h| ["--header".to_owned(), h.clone()])
+        .collect();
+    args.extend(
+        [
+            "--include-path-regex",
+            include,
+            "--seed",
+            "20261124",
+            "--max-examples",
+            "30",
+        ]
+        .map(str::to_owned),
     );
+    let out = schemathesis_support::run(&python, &document, &serve.base, &args, &report);
     let (failures, errors) = schemathesis_support::failures(&report);
     assert!(
         failures.is_empty() && errors.is_empty(),
@@ -226,6 +228,25 @@ fn the_agent_protocol_keeps_to_the_generated_schemas() {
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+    report
+}
+
+/// The agent protocol's operations, whose schemas the document generates from the
+/// handlers' Rust types: schemathesis (real requests to a real `outpost serve` with a
+/// real agent key) finds no 5xx, no answer off its schema, and no request that breaks
+/// the schema accepted. LEASE is left out: it long-polls up to 25 s per request.
+#[test]
+fn the_agent_protocol_keeps_to_the_generated_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(dir.path());
+    let creds = serve.credentials();
+    let agent_key = creds["agentKey"].as_str().unwrap();
+    let report = schemathesis_on_own_operations(
+        &serve,
+        dir.path(),
+        &[format!("Authorization: Bearer {agent_key}")],
+        "^/agent/v1/(hello|leases/renew|leases/release|results|error-reports)$",
     );
     // Every included operation was exercised both ways.
     for route in [
@@ -243,5 +264,135 @@ fn the_agent_protocol_keeps_to_the_generated_schemas() {
         );
         assert!(answers.contains(&400), "{route} never refused: {answers:?}");
     }
+    drop(serve);
+}
+
+/// Outpost's own JSON routes of the public API (status page keys, the account the
+/// vendor CLI reads, project deploys and deletions): schemathesis finds nothing with
+/// the served document, and real answers of each (created keys, listings, the
+/// account, dry runs) conform to the schemas the document generates for them.
+#[test]
+fn outposts_own_public_routes_keep_to_the_generated_schemas() {
+    use outpost::service::reference_schema::validate_in;
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(dir.path());
+    let creds = serve.credentials();
+    let (key, account) = (
+        creds["apiKey"].as_str().unwrap().to_owned(),
+        creds["accountId"].as_str().unwrap().to_owned(),
+    );
+    let report = schemathesis_on_own_operations(
+        &serve,
+        dir.path(),
+        &[
+            format!("Authorization: Bearer {key}"),
+            format!("x-service-account: {account}"),
+        ],
+        "^/(v1/status-pages/\\{[a-z_]+\\}/keys.*|next/accounts/.*|v1/projects/.*)$",
+    );
+    for route in [
+        "GET /v1/status-pages/{id}/keys",
+        "POST /v1/status-pages/{id}/keys",
+        "DELETE /v1/status-pages/{id}/keys/{key_id}",
+        "GET /next/accounts/{account_id}",
+        "POST /v1/projects/deploy",
+        "DELETE /v1/projects/{logical_id}",
+    ] {
+        let answers = schemathesis_support::status_codes(&report, route);
+        assert!(!answers.is_empty(), "{route} was not exercised");
+    }
+
+    // Real answers on their success paths, checked against the served document.
+    let (doc, _) = served_document(&serve, dir.path());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let call = |method: Method, path: &str, body: Option<Value>| {
+        let mut req = http
+            .request(method, format!("{}{path}", serve.base))
+            .bearer_auth(&key)
+            .header("x-service-account", &account);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        rt.block_on(async {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let text = resp.text().await.unwrap();
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+            )
+        })
+    };
+    let conforms = |method: &str, template: &str, status: u16, body: &Value| {
+        let op = &doc["paths"][template][method];
+        let responses = &op["responses"];
+        let answer = responses
+            .get(status.to_string())
+            .or_else(|| responses.get("2XX"))
+            .unwrap_or(&Value::Null);
+        let schema = &answer["content"]["application/json"]["schema"];
+        assert!(
+            schema.is_object(),
+            "{method} {template} documents no {status} body"
+        );
+        validate_in(&doc, schema, body, "")
+            .unwrap_or_else(|e| panic!("{method} {template} {status}: {e}\n{body}"));
+    };
+    let (status, page) = call(
+        Method::POST,
+        "/v1/status-pages",
+        Some(serde_json::json!({"name": "Doc page", "url": "doc-page", "cards": []})),
+    );
+    assert_eq!(status, 201, "{page}");
+    let page_id = page["id"].as_str().unwrap();
+    let keys = format!("/v1/status-pages/{page_id}/keys");
+    let (status, created) = call(Method::POST, &keys, None);
+    assert_eq!(status, 201, "{created}");
+    assert!(created["key"].is_string());
+    conforms("post", "/v1/status-pages/{id}/keys", 201, &created);
+    let (status, listed) = call(Method::GET, &keys, None);
+    assert_eq!(status, 200);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    conforms("get", "/v1/status-pages/{id}/keys", 200, &listed);
+    let (status, _) = call(
+        Method::DELETE,
+        &format!("{keys}/{}", created["id"].as_str().unwrap()),
+        None,
+    );
+    assert_eq!(status, 204);
+    let (status, me) = call(Method::GET, &format!("/next/accounts/{account}"), None);
+    assert_eq!(status, 200);
+    conforms("get", "/next/accounts/{account_id}", 200, &me);
+    let project = serde_json::json!({
+        "project": {"logicalId": "doc", "name": "Doc", "repoUrl": null},
+        "sharedFiles": [], "resources": [], "repoInfo": null,
+    });
+    let (status, dry) = call(
+        Method::POST,
+        "/v1/projects/deploy?dryRun=true",
+        Some(project.clone()),
+    );
+    assert_eq!(status, 200, "{dry}");
+    conforms("post", "/v1/projects/deploy", 200, &dry);
+    let (status, recorded) = call(Method::POST, "/v1/projects/deploy", Some(project));
+    assert_eq!(status, 200, "{recorded}");
+    assert!(recorded["id"].is_string());
+    conforms("post", "/v1/projects/deploy", 200, &recorded);
+    let (status, gone) = call(Method::DELETE, "/v1/projects/doc", None);
+    assert_eq!(status, 200, "{gone}");
+    conforms("delete", "/v1/projects/{logical_id}", 200, &gone);
+    // A body off the schema is caught: the check above could fail.
+    let e = validate_in(
+        &doc,
+        &doc["paths"]["/next/accounts/{account_id}"]["get"]["responses"]["200"]["content"]["application/json"]
+            ["schema"],
+        &serde_json::json!({"id": 5}),
+        "",
+    );
+    assert!(e.is_err());
     drop(serve);
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{DefaultBodyLimit, State};
+use axum::http::Method;
 
 use super::agent_artifacts::upload;
 use super::agent_error_reports;
@@ -29,11 +30,11 @@ pub const MAX_LEASE_REFS: usize = 10_000;
 
 pub fn routes() -> Routes {
     let json = Routes::new(Area::Agent)
-        .post_json(paths::HELLO, hello)
-        .post_json(paths::LEASE, lease)
-        .post_json(paths::RENEW, renew)
-        .post_json(paths::RELEASE, release)
-        .post_json(paths::RESULTS, results)
+        .documented(Method::POST, paths::HELLO, hello)
+        .documented(Method::POST, paths::LEASE, lease)
+        .documented(Method::POST, paths::RENEW, renew)
+        .documented(Method::POST, paths::RELEASE, release)
+        .documented(Method::POST, paths::RESULTS, results)
         .map(|r| r.layer(DefaultBodyLimit::max(MAX_AGENT_BODY_BYTES)));
     let artifacts = Routes::new(Area::Agent)
         .put(
@@ -42,7 +43,11 @@ pub fn routes() -> Routes {
         )
         .map(|r| r.layer(DefaultBodyLimit::disable()));
     let error_reports = Routes::new(Area::Agent)
-        .post_json(paths::ERROR_REPORTS, agent_error_reports::receive)
+        .documented(
+            Method::POST,
+            paths::ERROR_REPORTS,
+            agent_error_reports::receive,
+        )
         .map(|r| r.layer(DefaultBodyLimit::max(MAX_ERROR_REPORT_BODY_BYTES)));
     json.merge(artifacts).merge(error_reports)
 }

@@ -43,15 +43,15 @@ pub fn component(name: &str) -> Option<&'static Value> {
         .filter(|s| !s.is_null())
 }
 
-/// Follows `$ref`s to the schema they name (an unknown reference is the empty schema,
-/// which admits anything).
-fn resolve(schema: &Value) -> &Value {
+/// Follows `$ref`s (`#/components/schemas/<name>` of `root`) to the schema they name
+/// (an unknown reference is the empty schema, which admits anything).
+fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
     let mut schema = schema;
     for _ in 0..16 {
         match schema.get("$ref").and_then(Value::as_str) {
             Some(r) => {
                 let name = r.rsplit('/').next().unwrap_or_default();
-                match component(name) {
+                match root["components"]["schemas"].get(name) {
                     Some(s) => schema = s,
                     None => return &Value::Null,
                 }
@@ -62,9 +62,20 @@ fn resolve(schema: &Value) -> &Value {
     schema
 }
 
-/// Checks `value` (found at `path`) against `schema`.
+/// Checks `value` (found at `path`) against `schema`, a schema of the reference.
 pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaViolation> {
-    let schema = resolve(schema);
+    validate_in(reference(), schema, value, path)
+}
+
+/// Checks `value` (found at `path`) against `schema`, whose `$ref`s name components of
+/// the OpenAPI document `root` (e.g. the service's own `/openapi.json`).
+pub fn validate_in(
+    root: &Value,
+    schema: &Value,
+    value: &Value,
+    path: &str,
+) -> Result<(), SchemaViolation> {
+    let schema = resolve(root, schema);
     let Value::Object(s) = schema else {
         return Ok(());
     };
@@ -83,7 +94,7 @@ pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaV
     }
     if let Some(Value::Array(parts)) = s.get("allOf") {
         for part in parts {
-            validate(part, value, path)?;
+            validate_in(root, part, value, path)?;
         }
     }
     for key in ["anyOf", "oneOf"] {
@@ -91,7 +102,7 @@ pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaV
             let mut first_error = None;
             let mut matched = false;
             for branch in branches {
-                match validate(branch, value, path) {
+                match validate_in(root, branch, value, path) {
                     Ok(()) => {
                         matched = true;
                         break;
@@ -140,13 +151,13 @@ pub fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaV
             let Value::Array(items) = value else {
                 return fail(or_null("must be an array", s));
             };
-            array(s, items, path)?;
+            array(root, s, items, path)?;
         }
         Some("object") => {
             let Value::Object(fields) = value else {
                 return fail(or_null("must be an object", s));
             };
-            object(s, fields, path)?;
+            object(root, s, fields, path)?;
         }
         Some(_) => {}
     }
@@ -229,7 +240,12 @@ fn number(s: &Map<String, Value>, n: f64) -> Result<(), String> {
     Ok(())
 }
 
-fn array(s: &Map<String, Value>, items: &[Value], path: &str) -> Result<(), SchemaViolation> {
+fn array(
+    root: &Value,
+    s: &Map<String, Value>,
+    items: &[Value],
+    path: &str,
+) -> Result<(), SchemaViolation> {
     let fail = |message: String| SchemaViolation {
         path: path.to_owned(),
         message,
@@ -246,13 +262,14 @@ fn array(s: &Map<String, Value>, items: &[Value], path: &str) -> Result<(), Sche
     }
     if let Some(item_schema) = s.get("items") {
         for (i, item) in items.iter().enumerate() {
-            validate(item_schema, item, &format!("{path}[{i}]"))?;
+            validate_in(root, item_schema, item, &format!("{path}[{i}]"))?;
         }
     }
     Ok(())
 }
 
 fn object(
+    root: &Value,
     s: &Map<String, Value>,
     fields: &Map<String, Value>,
     path: &str,
@@ -277,7 +294,7 @@ fn object(
     let properties = s.get("properties").and_then(Value::as_object);
     for (key, value) in fields {
         match properties.and_then(|p| p.get(key)) {
-            Some(schema) => validate(schema, value, &field_path(key))?,
+            Some(schema) => validate_in(root, schema, value, &field_path(key))?,
             None => match s.get("additionalProperties") {
                 Some(Value::Bool(false)) => {
                     return Err(SchemaViolation {
@@ -285,7 +302,9 @@ fn object(
                         message: "is not a known field here".to_owned(),
                     });
                 }
-                Some(extra @ Value::Object(_)) => validate(extra, value, &field_path(key))?,
+                Some(extra @ Value::Object(_)) => {
+                    validate_in(root, extra, value, &field_path(key))?
+                }
                 _ => {}
             },
         }
@@ -296,7 +315,7 @@ fn object(
 /// Inserts the schema's `default` for every absent property of `value` (and of the
 /// objects and arrays inside it), as a client of the reference would see them filled.
 pub fn fill_defaults(schema: &Value, value: &mut Value) {
-    let schema = resolve(schema);
+    let schema = resolve(reference(), schema);
     if let Some(Value::Array(parts)) = schema.get("allOf") {
         for part in parts {
             fill_defaults(part, value);
@@ -308,7 +327,7 @@ pub fn fill_defaults(schema: &Value, value: &mut Value) {
                 return;
             };
             for (key, property) in properties {
-                let property = resolve(property);
+                let property = resolve(reference(), property);
                 if !fields.contains_key(key)
                     && let Some(default) = property.get("default")
                 {

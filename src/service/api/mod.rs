@@ -14,6 +14,7 @@ pub mod openapi;
 pub mod private_locations;
 pub mod projects;
 pub mod result_assets;
+pub mod route_doc;
 pub mod routes;
 pub mod runtimes;
 pub mod status_pages;

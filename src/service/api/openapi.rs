@@ -161,8 +161,8 @@ fn add_generated(components: &mut Value, generated: Map<String, Value>) {
 }
 
 /// An operation for a route the reference does not describe. A route added with
-/// `Routes::post_json` gets its request body and 200 answer from the schemas of its
-/// handler's types (generated into `generator`'s definitions).
+/// `Routes::documented` gets its request body and success answer from the schemas of
+/// its handler's types (generated into `generator`'s definitions).
 fn own_operation(entry: &RouteEntry, key: &str, generator: &mut SchemaGenerator) -> Value {
     let method = entry.method.as_str().to_lowercase();
     let mut parameters: Vec<Value> = path_params(key)
@@ -206,14 +206,17 @@ fn own_operation(entry: &RouteEntry, key: &str, generator: &mut SchemaGenerator)
     let mut request_body = None;
     if let Some(bodies) = entry.json {
         let json_content = |schema: Value| json!({"application/json": {"schema": schema}});
-        request_body = Some(json!({
-            "required": true,
-            "content": json_content((bodies.request)(generator).to_value()),
-        }));
-        responses.insert(
-            "200".into(),
-            json!({"description": ok, "content": json_content((bodies.response)(generator).to_value())}),
-        );
+        if let Some(request) = bodies.request {
+            request_body = Some(json!({
+                "required": true,
+                "content": json_content(request(generator).to_value()),
+            }));
+        }
+        let mut answer = json!({"description": ok});
+        if let Some(response) = bodies.response {
+            answer["content"] = json_content(response(generator).to_value());
+        }
+        responses.insert(bodies.status.into(), answer);
         responses.insert(
             "4XX".into(),
             error_response("Refused input, unknown id or missing key"),
@@ -315,9 +318,10 @@ mod tests {
         assert!(adjustments["responses"].is_array());
     }
 
-    /// Every route added with `post_json` (the agent protocol) has its request and
-    /// answer schemas in the document, generated from the handler's types, under names
-    /// the reference does not use; every `$ref` of the document resolves.
+    /// Every route added with `documented` (the agent protocol, Outpost's own JSON
+    /// routes) has its bodies' schemas in the document, generated from the handler's
+    /// types, under names the reference does not use; every `$ref` of the document
+    /// resolves.
     #[test]
     fn json_routes_carry_the_schemas_of_their_handlers_types() {
         let routes = crate::service::api::route_table();
@@ -328,8 +332,9 @@ mod tests {
         let mut generator = SchemaSettings::openapi3().into_generator();
         for e in &json_routes {
             let bodies = e.json.unwrap();
-            (bodies.request)(&mut generator);
-            (bodies.response)(&mut generator);
+            for schema in [bodies.request, bodies.response].into_iter().flatten() {
+                schema(&mut generator);
+            }
         }
         let generated = generator.take_definitions(true);
         let reference: Value = serde_json::from_str(REFERENCE).unwrap();

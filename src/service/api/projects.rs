@@ -14,9 +14,11 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -32,9 +34,45 @@ pub const MAX_DEPLOY_BYTES: usize = 16 * 1024 * 1024;
 
 pub fn routes() -> Routes {
     Routes::new(Area::Public)
-        .post("/v1/projects/deploy", deploy)
+        .documented(Method::POST, "/v1/projects/deploy", deploy)
         .get("/v1/projects/{logical_id}/deployments/{id}/events", events)
-        .delete("/v1/projects/{logical_id}", destroy)
+        .documented(Method::DELETE, "/v1/projects/{logical_id}", destroy)
+}
+
+/// The answer of a deploy.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum DeployAnswer {
+    /// `dryRun=true`: the changes the deploy would make.
+    Diff {
+        #[schemars(with = "Vec<Value>")]
+        diff: Value,
+    },
+    /// The recorded deployment, whose events are at
+    /// `/v1/projects/{logicalId}/deployments/{id}/events`.
+    Recorded { id: Uuid },
+}
+
+/// The answer of a project's deletion: the diff (200, nothing to delete or a dry run),
+/// or the recorded deployment that deleted something (202).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum DestroyAnswer {
+    Diff {
+        #[schemars(with = "Vec<Value>")]
+        diff: Value,
+    },
+    Recorded {
+        id: Uuid,
+        status: DeploymentStatus,
+    },
+}
+
+/// The state of a recorded deployment.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DeploymentStatus {
+    Succeeded,
 }
 
 fn too_large() -> ApiError {
@@ -90,7 +128,7 @@ async fn deploy(
     auth: ApiAuth,
     RawQuery(raw): RawQuery,
     req: Request,
-) -> Result<Response, ApiError> {
+) -> Result<Json<DeployAnswer>, ApiError> {
     let dry_run = flag(raw.as_deref(), "dryRun", false)?;
     // Heartbeat checks run nowhere: scheduleOnDeploy is accepted and changes nothing.
     flag(raw.as_deref(), "scheduleOnDeploy", true)?;
@@ -104,7 +142,9 @@ async fn deploy(
     let request = projects::parse_request(body)?;
     if dry_run {
         let diff = projects::dry_run(&ctx, auth.account_id, &request).await?;
-        return Ok(Json(json!({"diff": diff_json(&diff)})).into_response());
+        return Ok(Json(DeployAnswer::Diff {
+            diff: diff_json(&diff),
+        }));
     }
     let id = Uuid::new_v4();
     let (status, diff, message) = match projects::deploy(&ctx, auth.account_id, &request).await {
@@ -126,7 +166,7 @@ async fn deploy(
         )
         .await?;
     tracing::info!(project = %request.project, deployment = %id, status, "project deployed");
-    Ok(Json(json!({"id": id})).into_response())
+    Ok(Json(DeployAnswer::Recorded { id }))
 }
 
 /// The event stream of a finished deployment.
@@ -183,12 +223,13 @@ async fn destroy(
     auth: ApiAuth,
     RawQuery(raw): RawQuery,
     Path(project): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<(StatusCode, Json<DestroyAnswer>), ApiError> {
     let preserve = flag(raw.as_deref(), "preserveResources", false)?;
     let dry_run = flag(raw.as_deref(), "dryRun", false)?;
     let diff = projects::destroy(&ctx, auth.account_id, &project, preserve, dry_run).await?;
     if dry_run || diff.is_empty() {
-        return Ok(Json(json!({"diff": diff_json(&diff)})).into_response());
+        let diff = diff_json(&diff);
+        return Ok((StatusCode::OK, Json(DestroyAnswer::Diff { diff })));
     }
     let id = Uuid::new_v4();
     ctx.store
@@ -205,9 +246,9 @@ async fn destroy(
         )
         .await?;
     tracing::info!(project = %project, deployment = %id, resources = diff.len(), preserve, "project destroyed");
+    let status = DeploymentStatus::Succeeded;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"id": id, "status": "SUCCEEDED"})),
-    )
-        .into_response())
+        Json(DestroyAnswer::Recorded { id, status }),
+    ))
 }

@@ -3,18 +3,13 @@
 //! so no route is served without an entry: `GET /openapi.json` (see `openapi`) is
 //! built from these entries.
 
-use std::future::Future;
-
-use axum::extract::State;
+use axum::Router;
 use axum::handler::Handler;
 use axum::http::Method;
 use axum::routing::{MethodFilter, on};
-use axum::{Json, Router};
-use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use super::extract::ApiJson;
+use super::route_doc::{HandlerDoc, JsonBodies};
 use crate::service::context::AppState;
-use crate::service::errors::ApiError;
 
 /// Which part of the service a route belongs to (the document's tag and security).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,16 +31,8 @@ pub struct RouteEntry {
     /// The axum path, with `{name}` parameters.
     pub path: String,
     pub area: Area,
-    /// The JSON bodies of a route added with [`Routes::post_json`].
+    /// The JSON bodies of a route added with [`Routes::documented`].
     pub json: Option<JsonBodies>,
-}
-
-/// The schemas of a route's JSON request and answer, generated from the types its
-/// handler takes (`ApiJson<Req>`) and returns (`Json<Resp>`).
-#[derive(Debug, Clone, Copy)]
-pub struct JsonBodies {
-    pub request: fn(&mut SchemaGenerator) -> Schema,
-    pub response: fn(&mut SchemaGenerator) -> Schema,
 }
 
 /// An axum router and the entries of every route it serves.
@@ -96,23 +83,17 @@ impl Routes {
         self
     }
 
-    /// Serves `POST path` with a handler of `(State, auth, ApiJson<Req>)` answering
-    /// `Json<Resp>`, and records the schemas of `Req` and `Resp`: the handler's own
-    /// types, so the document cannot describe other bodies than the handler's.
-    pub fn post_json<A, Req, Resp, H, T, Fut>(self, path: &str, handler: H) -> Routes
+    /// Serves `method path` with `handler` and records the JSON bodies its signature
+    /// names (`route_doc::HandlerDoc`): the document describes the types the handler
+    /// really takes and answers.
+    pub fn documented<H, T, Args>(self, method: Method, path: &str, handler: H) -> Routes
     where
-        H: Handler<T, AppState> + Fn(State<AppState>, A, ApiJson<Req>) -> Fut,
-        Fut: Future<Output = Result<Json<Resp>, ApiError>>,
-        Req: JsonSchema,
-        Resp: JsonSchema,
+        H: Handler<T, AppState> + HandlerDoc<Args>,
         T: 'static,
     {
-        let mut routes = self.on(Method::POST, path, handler);
+        let mut routes = self.on(method, path, handler);
         if let Some(entry) = routes.entries.last_mut() {
-            entry.json = Some(JsonBodies {
-                request: |g| g.subschema_for::<Req>(),
-                response: |g| g.subschema_for::<Resp>(),
-            });
+            entry.json = Some(H::bodies());
         }
         routes
     }

@@ -4,6 +4,9 @@
 use crate::service::api::routes::{Area, Routes};
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::http::Method;
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -19,7 +22,7 @@ pub const RUNTIMES: [(&str, &str, &str, &str); 2] = [
 
 pub fn routes() -> Routes {
     Routes::new(Area::Public)
-        .get("/next/accounts/{account_id}", account)
+        .documented(Method::GET, "/next/accounts/{account_id}", account)
         .area(Area::Open)
         .get("/v1/runtimes", list)
         .get("/v1/runtimes/{id}", one)
@@ -39,18 +42,30 @@ pub fn runtime_json(r: &(&str, &str, &str, &str)) -> Value {
     })
 }
 
+/// The account of the API key, as the vendor CLI reads it.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountAnswer {
+    pub id: Uuid,
+    pub name: String,
+    /// The account's default runtime: none (checks name theirs).
+    pub runtime_id: Option<String>,
+}
+
 async fn account(
     State(ctx): State<AppState>,
     auth: ApiAuth,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AccountAnswer>, ApiError> {
     if Uuid::parse_str(id.trim()).ok() != Some(auth.account_id) {
         return Err(ApiError::not_found("No such account."));
     }
     match ctx.store.account(auth.account_id).await? {
-        Some(a) => Ok(Json(
-            json!({"id": a.id, "name": a.name, "runtimeId": Value::Null}),
-        )),
+        Some(a) => Ok(Json(AccountAnswer {
+            id: a.id,
+            name: a.name,
+            runtime_id: None,
+        })),
         None => Err(ApiError::not_found("No such account.")),
     }
 }

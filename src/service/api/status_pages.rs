@@ -29,6 +29,7 @@ mod services;
 mod subscriptions;
 
 use crate::service::api::routes::{Area, Routes};
+use axum::http::Method;
 use serde_json::{Value, json};
 
 use super::calendar_date;
@@ -63,9 +64,13 @@ pub fn routes() -> Routes {
         .get("/v1/status-pages/{id}", pages::get_one)
         .put("/v1/status-pages/{id}", pages::update)
         .delete("/v1/status-pages/{id}", pages::remove)
-        .get("/v1/status-pages/{id}/keys", keys::list)
-        .post("/v1/status-pages/{id}/keys", keys::create)
-        .delete("/v1/status-pages/{id}/keys/{key_id}", keys::remove)
+        .documented(Method::GET, "/v1/status-pages/{id}/keys", keys::list)
+        .documented(Method::POST, "/v1/status-pages/{id}/keys", keys::create)
+        .documented(
+            Method::DELETE,
+            "/v1/status-pages/{id}/keys/{key_id}",
+            keys::remove,
+        )
         .get("/v1/status-pages/{id}/subscriptions", subscriptions::list)
         .post(
             "/v1/status-pages/{id}/subscriptions/bulk",

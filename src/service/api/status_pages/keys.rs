@@ -4,10 +4,14 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use serde_json::{Value, json};
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
 
 use crate::service::api::extract::parse_id;
+use crate::service::api::route_doc::{Created, NoContent};
 use crate::service::auth::ApiAuth;
 use crate::service::context::AppState;
 use crate::service::errors::ApiError;
@@ -16,21 +20,42 @@ use crate::service::store::StatusPageKey;
 
 const NOT_FOUND: &str = "No such status page.";
 
+/// A key of a private status page as the API shows it (the reference's
+/// `StatusPageKey` fields); `key`, the plaintext, only in the answer that created it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatusPageKeyAnswer {
+    pub id: Uuid,
+    #[serde(rename = "maskedKey")]
+    pub masked_key: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The key itself: answered once, when it is created.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl StatusPageKeyAnswer {
+    fn of(k: &StatusPageKey) -> StatusPageKeyAnswer {
+        StatusPageKeyAnswer {
+            id: k.id,
+            masked_key: k.masked.clone(),
+            created_at: k.created_at,
+            updated_at: k.updated_at,
+            key: None,
+        }
+    }
+}
+
 /// `StatusPageKey`: id, maskedKey, created_at, updated_at.
 pub fn key_json(k: &StatusPageKey) -> Value {
-    json!({
-        "id": k.id,
-        "maskedKey": k.masked,
-        "created_at": k.created_at,
-        "updated_at": k.updated_at,
-    })
+    serde_json::to_value(StatusPageKeyAnswer::of(k)).unwrap_or(Value::Null)
 }
 
 pub async fn create(
     State(ctx): State<AppState>,
     auth: ApiAuth,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Created<StatusPageKeyAnswer>, ApiError> {
     let id = parse_id(&id, "statusPageId")?;
     let new = keys::generate(STATUS_PAGE_KEY_PREFIX);
     match ctx
@@ -38,11 +63,10 @@ pub async fn create(
         .create_status_page_key(auth.account_id, id, &new.hash, &new.masked)
         .await?
     {
-        Some(k) => {
-            let mut body = key_json(&k);
-            body["key"] = json!(new.plaintext);
-            Ok((StatusCode::CREATED, Json(body)))
-        }
+        Some(k) => Ok(Created(StatusPageKeyAnswer {
+            key: Some(new.plaintext),
+            ..StatusPageKeyAnswer::of(&k)
+        })),
         None => Err(ApiError::not_found(NOT_FOUND)),
     }
 }
@@ -51,10 +75,10 @@ pub async fn list(
     State(ctx): State<AppState>,
     auth: ApiAuth,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Vec<StatusPageKeyAnswer>>, ApiError> {
     let id = parse_id(&id, "statusPageId")?;
     match ctx.store.status_page_keys(auth.account_id, id).await? {
-        Some(found) => Ok(Json(Value::Array(found.iter().map(key_json).collect()))),
+        Some(found) => Ok(Json(found.iter().map(StatusPageKeyAnswer::of).collect())),
         None => Err(ApiError::not_found(NOT_FOUND)),
     }
 }
@@ -63,7 +87,7 @@ pub async fn remove(
     State(ctx): State<AppState>,
     auth: ApiAuth,
     Path((id, key_id)): Path<(String, String)>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<NoContent, ApiError> {
     let id = parse_id(&id, "statusPageId")?;
     let key_id = parse_id(&key_id, "keyId")?;
     if ctx
@@ -71,7 +95,7 @@ pub async fn remove(
         .delete_status_page_key(auth.account_id, id, key_id)
         .await?
     {
-        Ok(StatusCode::NO_CONTENT)
+        Ok(NoContent)
     } else {
         Err(ApiError::not_found("No such key of this status page."))
     }
