@@ -89,9 +89,10 @@ pub struct ProjectMeta {
 pub struct MonitorDecl {
     pub logical_id: String,
     pub name: String,
-    pub period: i64,
+    /// A number, as the API takes it (`1`, `1.5`), kept as written.
+    pub period: serde_json::Number,
     pub period_unit: String,
-    pub grace: i64,
+    pub grace: serde_json::Number,
     pub grace_unit: String,
     #[serde(default)]
     pub description: Option<String>,
@@ -516,5 +517,36 @@ mod tests {
             vec!["alert-channel", "check", "alert-channel-subscription"]
         );
         assert_eq!(p["resources"][2]["payload"]["checkId"]["ref"], "b");
+        let heartbeat = &p["resources"][1]["payload"]["heartbeat"];
+        assert_eq!(heartbeat["period"].to_string(), "1");
+        assert_eq!(heartbeat["grace"].to_string(), "0");
+    }
+
+    /// Periods and graces are numbers as the API takes them: fractions too, in YAML and
+    /// TOML, and a text is refused while the file is read.
+    #[test]
+    fn fractional_periods_and_graces_are_kept() {
+        let yaml: ProjectFile = serde_norway::from_str(
+            "heartbeatMonitors:\n  - {logicalId: b, name: B, period: 1.5, periodUnit: hours, grace: 0.25, graceUnit: hours}\n",
+        )
+        .unwrap();
+        let p = payload(&yaml, "stem");
+        let heartbeat = &p["resources"][0]["payload"]["heartbeat"];
+        assert_eq!(heartbeat["period"], 1.5);
+        assert_eq!(heartbeat["grace"], 0.25);
+        let toml: ProjectFile = toml::from_str(
+            "[[heartbeatMonitors]]\nlogicalId = \"b\"\nname = \"B\"\nperiod = 2.5\nperiodUnit = \"days\"\ngrace = 1\ngraceUnit = \"hours\"\n",
+        )
+        .unwrap();
+        let p = payload(&toml, "stem");
+        assert_eq!(p["resources"][0]["payload"]["heartbeat"]["period"], 2.5);
+        assert_eq!(
+            p["resources"][0]["payload"]["heartbeat"]["grace"].to_string(),
+            "1"
+        );
+        let text = serde_norway::from_str::<ProjectFile>(
+            "heartbeatMonitors:\n  - {logicalId: b, name: B, period: soon, periodUnit: hours, grace: 0, graceUnit: hours}\n",
+        );
+        assert!(text.is_err());
     }
 }
