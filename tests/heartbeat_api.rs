@@ -428,18 +428,54 @@ async fn alert_channels_crud_and_subscriptions() {
         .unwrap();
     assert!(bad_request(resp).await.starts_with("id:"));
 
-    // Another account sees none of it.
+    // Another account sees none of it, and changes none of it: reading, replacing,
+    // deleting or subscribing through the channel is a 404, as for an unknown id, and
+    // its own channel cannot subscribe to this account's check.
     let other = svc.other_tenant("elsewhere").await;
-    let resp = svc
-        .api_as(
-            &other,
-            Method::GET,
-            &format!("/v1/alert-channels/{}", mail["id"]),
-        )
-        .send()
-        .await
-        .unwrap();
-    error_body(resp, StatusCode::NOT_FOUND).await;
+    let mail_path = format!("/v1/alert-channels/{}", mail["id"]);
+    let before = get_json(&svc, &mail_path).await;
+    let replacement = json!({"type": "EMAIL", "config": {"address": "thief@example.com"}});
+    let attempts = [
+        (Method::GET, mail_path.clone(), None),
+        (Method::PUT, mail_path.clone(), Some(replacement.clone())),
+        (
+            Method::PUT,
+            format!("{mail_path}/subscriptions"),
+            Some(json!({"checkId": manual_id, "activated": false})),
+        ),
+        (Method::DELETE, mail_path.clone(), None),
+    ];
+    // The other account's request: status and JSON body (null when there is none).
+    let as_other = |method: Method, path: String, body: Option<Value>| {
+        let mut req = svc.api_as(&other, method, &path);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status();
+            (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    for (method, path, body) in attempts {
+        let (status, _) = as_other(method.clone(), path.clone(), body).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}");
+    }
+    let (status, theirs) =
+        as_other(Method::POST, "/v1/alert-channels".into(), Some(replacement)).await;
+    assert_eq!(status, StatusCode::CREATED, "{theirs}");
+    let (status, _) = as_other(
+        Method::PUT,
+        format!("/v1/alert-channels/{}/subscriptions", theirs["id"]),
+        Some(json!({"checkId": manual_id, "activated": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, listed) = as_other(Method::GET, "/v1/alert-channels".into(), None).await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(get_json(&svc, &mail_path).await, before);
+    let shown = get_json(&svc, &format!("/v1/checks/{manual_id}")).await;
+    assert_eq!(shown["alertChannelSubscriptions"], json!([]));
     svc.stop().await;
 }
 

@@ -278,6 +278,35 @@ async fn pages_crud_with_cards() {
     assert_eq!(new_cards[0]["services"].as_array().unwrap().len(), 1);
     assert_ne!(new_cards[1]["id"], cards[1]["id"]);
 
+    // A PUT as a client of the reference sends it (no isPrivate: its bodies have none)
+    // keeps the page private; an explicit false makes it public.
+    let mut renamed = replace.clone();
+    renamed["name"] = json!("Acme (renamed)");
+    renamed.as_object_mut().unwrap().remove("isPrivate");
+    let (status, kept) = send_json(
+        svc.api(Method::PUT, &format!("/v1/status-pages/{id}")),
+        &renamed,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{kept}");
+    assert_eq!(kept["name"], "Acme (renamed)");
+    assert_eq!(kept["isPrivate"], true);
+    renamed["isPrivate"] = json!(false);
+    let (status, public) = send_json(
+        svc.api(Method::PUT, &format!("/v1/status-pages/{id}")),
+        &renamed,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{public}");
+    assert_eq!(public["isPrivate"], false);
+    renamed.as_object_mut().unwrap().remove("isPrivate");
+    let (_, still) = send_json(
+        svc.api(Method::PUT, &format!("/v1/status-pages/{id}")),
+        &renamed,
+    )
+    .await;
+    assert_eq!(still["isPrivate"], false);
+
     // A card id of another page is refused.
     let other_card =
         json!({"name": "x", "url": "acme-status", "cards": [{"id": Uuid::new_v4(), "name": "c"}]});

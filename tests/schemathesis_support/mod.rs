@@ -233,6 +233,20 @@ pub fn run(
         .expect("run schemathesis")
 }
 
+/// The operations (`METHOD /path`) a schemathesis NDJSON report has scenarios of.
+pub fn tested_operations(report: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(report)
+        .unwrap_or_else(|e| panic!("read the schemathesis report {}: {e}", report.display()));
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|event| {
+            event.get("ScenarioFinished")?["recorder"]["label"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
 /// The status codes of every answer the operation `label` (`METHOD /path`) got in a
 /// schemathesis NDJSON report.
 pub fn status_codes(report: &Path, label: &str) -> Vec<u16> {

@@ -4,13 +4,14 @@
 //! An operation the reference document (`tests/conformance/public-api.openapi.json`)
 //! also has — same method, same path up to parameter names — is described by the
 //! reference's operation (parameters, request body, responses and component schemas),
-//! with the error codes the service really answers added as
-//! `tests/conformance/adjustments.json` lists them: `tests/conformance.rs` proves with
-//! schemathesis that the service keeps to exactly that document. Every other route
-//! (deploys, result assets, the ping address, the agent API, this document) gets its
-//! path parameters, a success answer and the `{statusCode, error, message}` errors.
-//! Outpost's extensions of reference schemas (WEBHOOK status page subscribers) are
-//! added to the components with a note ([`extend`]).
+//! adjusted as `tests/conformance/adjustments.json` lists, each with its reason: the
+//! error codes the service really answers, and patches for Outpost's extensions and
+//! departures (WEBHOOK status page subscribers, private pages, bounds of names).
+//! `tests/conformance.rs` runs schemathesis with this served document, so the service
+//! keeps to exactly what it serves. Outpost's own JSON routes (agent protocol, status
+//! page keys, project deploys) are described by schemas generated from their handlers'
+//! types (`route_doc`); every other route (pages, pings, artifacts, this document) gets
+//! its path parameters, a success answer and the `{statusCode, error, message}` errors.
 
 use regex::Regex;
 use schemars::SchemaGenerator;
@@ -62,8 +63,9 @@ fn error_response(description: &str) -> Value {
     })
 }
 
-/// The reference with the adjustments' extra error codes (the patches and exclusions
-/// of the adjustments concern the test only).
+/// The reference with the adjustments applied: the extra error codes of `responses`
+/// and the `patches` (Outpost's extensions and departures, each with its reason).
+/// `excluded` concerns the conformance test only.
 fn adjusted_reference() -> Value {
     let mut doc: Value = serde_json::from_str(REFERENCE).unwrap_or(Value::Null);
     let adjustments: Value = serde_json::from_str(ADJUSTMENTS).unwrap_or(Value::Null);
@@ -99,7 +101,36 @@ fn adjusted_reference() -> Value {
             }
         }
     }
+    let patches = adjustments["patches"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for patch in patches {
+        if let Some(pointer) = patch["pointer"].as_str() {
+            apply_patch(&mut doc, pointer, patch["value"].clone());
+        }
+    }
     doc
+}
+
+/// Sets the value at `pointer` (RFC 6901): replaces it, or adds the last member to an
+/// object that lacks it. Returns whether the pointer named a place.
+fn apply_patch(doc: &mut Value, pointer: &str, value: Value) -> bool {
+    if let Some(target) = doc.pointer_mut(pointer) {
+        *target = value;
+        return true;
+    }
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return false;
+    };
+    let key = last.replace("~1", "/").replace("~0", "~");
+    match doc.pointer_mut(parent).and_then(Value::as_object_mut) {
+        Some(object) => {
+            object.insert(key, value);
+            true
+        }
+        None => false,
+    }
 }
 
 /// Drops every string `default` shorter than its schema's `minLength`: the reference
@@ -118,33 +149,6 @@ fn drop_invalid_defaults(v: &mut Value) {
         }
         Value::Array(a) => a.iter_mut().for_each(drop_invalid_defaults),
         _ => {}
-    }
-}
-
-/// Outpost's documented extensions of the reference's schemas: WEBHOOK subscribers of
-/// status pages (the subscription type enums of the bulk body and of the list).
-fn extend(components: &mut Value) {
-    const NOTE: &str = " Outpost extension: WEBHOOK, whose config (and address) is an http(s) URL \
-                        that gets a JSON POST for every incident update sent with \
-                        notifySubscribers; webhook subscriptions are VERIFIED at creation.";
-    let Some(schemas) = components.get_mut("schemas").and_then(Value::as_object_mut) else {
-        return;
-    };
-    for name in ["Model77", "Model79"] {
-        let Some(schema) = schemas.get_mut(name).and_then(Value::as_object_mut) else {
-            continue;
-        };
-        if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut)
-            && !values.iter().any(|v| v == "WEBHOOK")
-        {
-            values.push(json!("WEBHOOK"));
-        }
-        let description = schema
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or("The type of subscription.");
-        let description = format!("{description}{NOTE}");
-        schema.insert("description".into(), json!(description));
     }
 }
 
@@ -278,7 +282,6 @@ pub fn document(entries: &[RouteEntry]) -> Value {
     }
     let mut components = reference["components"].clone();
     drop_invalid_defaults(&mut components);
-    extend(&mut components);
     add_generated(&mut components, generator.take_definitions(true));
     let mut paths = Value::Object(paths);
     drop_invalid_defaults(&mut paths);
@@ -399,6 +402,53 @@ mod tests {
             let name = r.strip_prefix("#/components/schemas/").unwrap_or(r);
             assert!(schemas.get(name).is_some(), "dangling $ref {r}");
         }
+    }
+
+    /// Every adjustment has its reason and takes effect: each `responses` rule matches an
+    /// operation, each patch names a place in the reference (or a property to add to an
+    /// object of it).
+    #[test]
+    fn every_adjustment_has_a_reason_and_applies() {
+        let adjustments: Value = serde_json::from_str(ADJUSTMENTS).unwrap();
+        let reference: Value = serde_json::from_str(REFERENCE).unwrap();
+        for rule in adjustments["responses"].as_array().unwrap() {
+            assert!(
+                rule["reason"].as_str().is_some_and(|r| r.len() > 20),
+                "{rule}"
+            );
+            let pattern = Regex::new(rule["operations"].as_str().unwrap()).unwrap();
+            let matched = reference["paths"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .any(|(p, item)| {
+                    item.as_object()
+                        .unwrap()
+                        .keys()
+                        .any(|m| pattern.is_match(&format!("{} {p}", m.to_uppercase())))
+                });
+            assert!(matched, "{rule} matches no operation");
+        }
+        let mut doc = reference.clone();
+        for patch in adjustments["patches"].as_array().unwrap() {
+            assert!(
+                patch["reason"].as_str().is_some_and(|r| r.len() > 20),
+                "{patch}"
+            );
+            let pointer = patch["pointer"].as_str().unwrap();
+            assert!(
+                apply_patch(&mut doc, pointer, patch["value"].clone()),
+                "{pointer} names nothing"
+            );
+            assert_eq!(doc.pointer(pointer), Some(&patch["value"]));
+        }
+        let served = document(&[]);
+        assert_eq!(
+            served["components"]["schemas"]["StatusPageV2PublicApiUpdate"]["properties"]["isPrivate"]
+                ["type"],
+            "boolean"
+        );
+        assert!(!apply_patch(&mut doc, "/no/such/place", json!(1)));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! - `url` is lowercased and must be a DNS label (letters, digits, dashes, at most 63);
 //!   `customDomain` a host name. Both are unique over every account (409).
 //! - `themeColors` is null or `{light, dark}`, each with the twelve colors as `#RGB` or
-//!   `#RRGGBB` (stored upper case). `isPrivate` is accepted (default false).
+//!   `#RRGGBB` (stored upper case). `isPrivate` (an Outpost extension) defaults to
+//!   false on create and to the page's current setting on PUT, so a client of the
+//!   reference, whose bodies have no `isPrivate`, never makes a private page public.
 //! - PUT replaces the page and its cards: a card sent with the id of one of the page's
 //!   cards keeps it; a card without id is new; cards not sent are removed.
 //! - List entries carry the latest [`PAGE_INCIDENTS_SHOWN`] incidents affecting the
@@ -124,7 +126,8 @@ fn theme(value: Option<&Value>, at: &str) -> Result<Value, ApiError> {
 }
 
 /// The presentation fields, normalized, as stored and echoed.
-fn settings(body: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+/// The page's settings; `private` is what an absent `isPrivate` means.
+fn settings(body: &Map<String, Value>, private: bool) -> Result<Map<String, Value>, ApiError> {
     let mut s = Map::new();
     let theme_colors = match body.get("themeColors") {
         None | Some(Value::Null) => Value::Null,
@@ -159,7 +162,7 @@ fn settings(body: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
     s.insert("version".into(), version);
     s.insert(
         "isPrivate".into(),
-        json!(fields::bool_or(body, "isPrivate", false)?),
+        json!(fields::bool_or(body, "isPrivate", private)?),
     );
     Ok(s)
 }
@@ -216,11 +219,12 @@ fn cards(body: &Map<String, Value>) -> Result<Vec<CardWrite>, ApiError> {
 }
 
 /// Reads and validates a page body, including that every service of its cards is one
-/// of the account's.
+/// of the account's; `private` is what an absent `isPrivate` means.
 async fn page_write(
     ctx: &AppState,
     account_id: Uuid,
     body: Value,
+    private: bool,
 ) -> Result<StatusPageWrite, ApiError> {
     let body = fields::object(body)?;
     let page = StatusPageWrite {
@@ -228,7 +232,7 @@ async fn page_write(
         url: url_field(&body)?,
         custom_domain: domain_field(&body)?,
         description: fields::opt_string(&body, "description", MAX_PAGE_DESCRIPTION_CHARS)?,
-        settings: settings(&body)?,
+        settings: settings(&body, private)?,
         cards: cards(&body)?,
     };
     let all: Vec<Uuid> = page
@@ -353,7 +357,7 @@ pub async fn create(
     auth: ApiAuth,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let page = page_write(&ctx, auth.account_id, body).await?;
+    let page = page_write(&ctx, auth.account_id, body, false).await?;
     let created = ctx.store.create_status_page(auth.account_id, &page).await?;
     Ok((
         StatusCode::CREATED,
@@ -380,10 +384,11 @@ pub async fn update(
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
     let id = parse_id(&id, "statusPageId")?;
-    if ctx.store.status_page(auth.account_id, id).await?.is_none() {
+    let Some(current) = ctx.store.status_page(auth.account_id, id).await? else {
         return Err(ApiError::not_found(NOT_FOUND));
-    }
-    let page = page_write(&ctx, auth.account_id, body).await?;
+    };
+    let private = current.settings.get("isPrivate").and_then(Value::as_bool) == Some(true);
+    let page = page_write(&ctx, auth.account_id, body, private).await?;
     match ctx
         .store
         .update_status_page(auth.account_id, id, &page)
