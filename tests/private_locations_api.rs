@@ -739,21 +739,37 @@ async fn proxy_url_is_masked_kept_and_handed_to_agents_with_each_lease() {
         Some("https://proxy.example")
     );
 
-    // An update without proxyUrl (or with null or "") removes it.
-    for body in [
+    // An update without proxyUrl (or with null or "") removes it; each is seen to.
+    let with_proxy =
+        json!({"name": "Direct", "proxyUrl": format!("http://a:{PROXY_PASSWORD}@h:1")});
+    for clearing in [
         json!({"name": "Direct", "proxyUrl": null}),
-        json!({"name": "Direct", "proxyUrl": format!("http://a:{PROXY_PASSWORD}@h:1")}),
         json!({"name": "Direct", "proxyUrl": ""}),
-        json!({"name": "Direct", "proxyUrl": format!("http://a:{PROXY_PASSWORD}@h:1")}),
         json!({"name": "Direct"}),
     ] {
-        let resp = svc
-            .api(Method::PUT, &path)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
+        for (body, expect_proxy) in [(&with_proxy, true), (&clearing, false)] {
+            let resp = svc.api(Method::PUT, &path).json(body).send().await.unwrap();
+            assert_eq!(resp.status(), StatusCode::OK);
+            let answer: Value = resp.json().await.unwrap();
+            assert_eq!(
+                answer["proxyUrl"].is_string(),
+                expect_proxy,
+                "{body}: {answer}"
+            );
+            let shown: Value = svc
+                .api(Method::GET, &path)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(
+                shown["proxyUrl"].is_string(),
+                expect_proxy,
+                "{body}: {shown}"
+            );
+        }
     }
     let got: Value = svc
         .api(Method::GET, &path)

@@ -237,8 +237,8 @@ pub(crate) async fn fetch(
         return over(env, tcp, &hop, request, p).await;
     };
 
-    // The check's ipFamily is about the target, which the proxy resolves; the proxy is
-    // reached over either family (IPv6 first).
+    // The proxy resolves and reaches the target, so the check's ipFamily is not applied;
+    // the proxy itself is reached over either family (IPv6 first).
     p.addresses = resolve(env, proxy.host(), None, "the proxy's host", p)
         .await
         .map_err(|e| FetchError::new(e.kind, format!("the location's proxy: {}", e.message)))?;

@@ -82,13 +82,20 @@ impl ProxyUrl {
         if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
             return Err(ProxyUrlError::Extra);
         }
-        Ok(ProxyUrl {
+        let proxy = ProxyUrl {
             tls,
             host,
             port,
             username: url.username().to_owned(),
             password: url.password().map(str::to_owned),
-        })
+        };
+        // The stored (normalized, percent-encoded) form is what is read back and handed
+        // to agents: it must keep to the limit too, or a URL accepted here could not be
+        // read again.
+        if proxy.expose().len() > MAX_PROXY_URL_LEN {
+            return Err(ProxyUrlError::TooLong);
+        }
+        Ok(proxy)
     }
 
     /// The URL with its password: for the store and the lease answer only.
@@ -222,6 +229,26 @@ impl fmt::Debug for ProxyUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A URL within the limit as sent but not once normalized (userinfo characters
+    /// percent-encoded three bytes each) is refused; what is accepted parses again from
+    /// its stored form.
+    #[test]
+    fn the_stored_form_keeps_to_the_limit() {
+        let expanding = format!("http://u:{}@h:1", "\"".repeat(700));
+        assert!(expanding.len() < MAX_PROXY_URL_LEN);
+        assert_eq!(ProxyUrl::parse(&expanding), Err(ProxyUrlError::TooLong));
+        for text in [
+            format!("http://u:{}@h:1", "\"".repeat(600)),
+            format!("http://{}:pw@proxy.test", "é".repeat(300)),
+            "https://user:p%40ss@[::1]:8443/".to_owned(),
+        ] {
+            let parsed = ProxyUrl::parse(&text).unwrap();
+            let stored = parsed.expose();
+            assert!(stored.len() <= MAX_PROXY_URL_LEN, "{}", stored.len());
+            assert_eq!(ProxyUrl::parse(&stored), Ok(parsed));
+        }
+    }
 
     #[test]
     fn accepted_forms_are_normalized_and_masked() {

@@ -22,7 +22,7 @@ const NOT_FOUND: &str = "No such status page.";
 
 /// A key of a private status page as the API shows it (the reference's
 /// `StatusPageKey` fields); `key`, the plaintext, only in the answer that created it.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Serialize, JsonSchema)]
 pub struct StatusPageKeyAnswer {
     pub id: Uuid,
     #[serde(rename = "maskedKey")]
@@ -32,6 +32,17 @@ pub struct StatusPageKeyAnswer {
     /// The key itself: answered once, when it is created.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+}
+
+/// Never the key itself: only whether the answer carries it.
+impl std::fmt::Debug for StatusPageKeyAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusPageKeyAnswer")
+            .field("id", &self.id)
+            .field("masked_key", &self.masked_key)
+            .field("key", &self.key.as_ref().map(|_| "<hidden>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl StatusPageKeyAnswer {
