@@ -3,6 +3,8 @@
 //! tokio-rustls with a self-signed certificate (rcgen), and fixed JSON and text answers
 //! for the assertion tables.
 
+mod tls_support;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -13,11 +15,8 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use base64::Engine as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
-use tokio_rustls::server::TlsStream;
+use tokio::net::TcpListener;
 
 use outpost::executors::api::{MAX_KEPT_BODY_BYTES, MAX_READ_BODY_BYTES};
 use outpost::executors::{ExecEnv, run_check};
@@ -187,55 +186,9 @@ async fn start_http() -> Peer {
 }
 
 /// A TLS listener for axum: handshakes inline and skips connections that fail one.
-struct TlsListener {
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok((tcp, peer)) = self.tcp.accept().await else {
-                continue;
-            };
-            if let Ok(tls) = self.acceptor.accept(tcp).await {
-                return (tls, peer);
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
-    }
-}
-
 async fn start_https_self_signed() -> Peer {
-    let certified =
-        rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-            .unwrap();
-    let key: PrivateKeyDer<'static> =
-        PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()).into();
-    let chain: Vec<CertificateDer<'static>> = vec![certified.cert.der().clone()];
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = tcp.local_addr().unwrap();
-    let listener = TlsListener {
-        tcp,
-        acceptor: TlsAcceptor::from(Arc::new(config)),
-    };
     let log = Log::default();
-    let app = router(log.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let addr = tls_support::serve(tls_support::self_signed(), router(log.clone())).await;
     Peer { addr, log }
 }
 

@@ -8,6 +8,7 @@
 
 mod proxy_support;
 mod require_support;
+mod tls_support;
 
 use proxy_support::{ProxySeen, Target, TestPki, TestProxy, basic};
 use serde_json::{Value, json};
@@ -146,6 +147,22 @@ async fn an_http_target_gets_the_request_in_absolute_form_with_templates_and_sec
     assert_no_password(&result, PASSWORD);
 }
 
+/// A failed run whose error is the proxy's 407 refusal of the `what` (tunnel or
+/// request) to `target`.
+fn assert_refused(result: &RunResult, proxy: &TestProxy, what: &str, target: &Target) {
+    assert_eq!(result.status, RunStatus::Failed);
+    let error = result.error.as_ref().unwrap();
+    assert_eq!(error.kind, ErrorKind::Connect);
+    assert_eq!(
+        error.message,
+        format!(
+            "the proxy {} refused the {what} to {}: HTTP/1.1 407 Proxy Authentication Required",
+            proxy.addr,
+            target.authority()
+        )
+    );
+}
+
 #[tokio::test]
 async fn a_refusing_proxy_fails_the_run_naming_its_status_line_only() {
     let wrong = "wr0ng-pa55";
@@ -157,17 +174,7 @@ async fn a_refusing_proxy_fails_the_run_naming_its_status_line_only() {
         &proxy_url(&proxy, wrong),
     )
     .await;
-    assert_eq!(result.status, RunStatus::Failed);
-    let error = result.error.as_ref().unwrap();
-    assert_eq!(error.kind, ErrorKind::Connect);
-    assert_eq!(
-        error.message,
-        format!(
-            "the proxy {} refused the tunnel to {}: HTTP/1.1 407 Proxy Authentication Required",
-            proxy.addr,
-            https.authority()
-        )
-    );
+    assert_refused(&result, &proxy, "tunnel", &https);
     assert!(https.seen().is_empty());
     assert_no_password(&result, wrong);
 
@@ -180,17 +187,7 @@ async fn a_refusing_proxy_fails_the_run_naming_its_status_line_only() {
         &proxy_url(&proxy, wrong),
     )
     .await;
-    assert_eq!(result.status, RunStatus::Failed);
-    let error = result.error.as_ref().unwrap();
-    assert_eq!(error.kind, ErrorKind::Connect);
-    assert_eq!(
-        error.message,
-        format!(
-            "the proxy {} refused the request to {}: HTTP/1.1 407 Proxy Authentication Required",
-            proxy.addr,
-            http.authority()
-        )
-    );
+    assert_refused(&result, &proxy, "request", &http);
     let body = result
         .response
         .as_ref()
@@ -205,7 +202,7 @@ async fn a_refusing_proxy_fails_the_run_naming_its_status_line_only() {
 #[tokio::test]
 async fn an_https_proxy_is_spoken_to_over_verified_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = TestPki::new(dir.path());
+    let pki = TestPki::new(dir.path(), "proxy-test-ca.pem");
     let proxy = TestProxy::start_tls(Some((USER, PASSWORD)), &pki).await;
     let url = proxy_url(&proxy, PASSWORD);
     assert!(url.is_tls());

@@ -364,14 +364,7 @@ async fn slack_channels_get_a_message_and_hosted_only_types_are_kept_undelivered
     // PAGERDUTY and SMS are stored, not delivered: nothing else arrives.
     svc.handle.alerts_idle().await;
     receiver.assert_quiet();
-    let list: Value = svc
-        .api(Method::GET, "/v1/alert-channels")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = svc.get_json("/v1/alert-channels").await;
     assert_eq!(list.as_array().unwrap().len(), 3, "{list}");
     assert!(!list.to_string().contains("pd-secret-key"), "{list}");
     svc.stop().await;

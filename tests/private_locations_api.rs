@@ -67,14 +67,7 @@ async fn crud_of_private_locations() {
     assert_eq!(created["keys"], json!([]));
     assert!(created["created_at"].is_string());
 
-    let list: Value = svc
-        .api(Method::GET, "/v1/private-locations")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = svc.get_json("/v1/private-locations").await;
     let slugs: Vec<&str> = list
         .as_array()
         .unwrap()
@@ -126,14 +119,7 @@ async fn crud_of_private_locations() {
     assert_eq!(updated["name"], "Renamed");
     assert_eq!(updated["slugName"], "dc-1");
 
-    let got: Value = svc
-        .api(Method::GET, &format!("/v1/private-locations/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let got: Value = svc.get_json(&format!("/v1/private-locations/{id}")).await;
     assert_eq!(got["name"], "Renamed");
 
     // A duplicate slug is a conflict.
@@ -623,14 +609,7 @@ async fn proxy_url_is_validated_with_errors_naming_it() {
         assert!(message.contains(says), "PUT {proxy} -> {message}");
     }
     // Nothing was created or changed.
-    let list: Value = svc
-        .api(Method::GET, "/v1/private-locations")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = svc.get_json("/v1/private-locations").await;
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list[0]["proxyUrl"], Value::Null);
     svc.stop().await;
@@ -756,14 +735,7 @@ async fn proxy_url_is_masked_kept_and_handed_to_agents_with_each_lease() {
                 expect_proxy,
                 "{body}: {answer}"
             );
-            let shown: Value = svc
-                .api(Method::GET, &path)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let shown: Value = svc.get_json(&path).await;
             assert_eq!(
                 shown["proxyUrl"].is_string(),
                 expect_proxy,
@@ -771,14 +743,7 @@ async fn proxy_url_is_masked_kept_and_handed_to_agents_with_each_lease() {
             );
         }
     }
-    let got: Value = svc
-        .api(Method::GET, &path)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let got: Value = svc.get_json(&path).await;
     assert_eq!(got["proxyUrl"], Value::Null, "{got}");
     assert_eq!(leased_proxy(&svc, &key, &check_id).await, None);
     svc.stop().await;

@@ -28,14 +28,7 @@ async fn check_crud_round_trip() {
     assert!(created["created_at"].is_string());
     assert!(created["updated_at"].is_string());
 
-    let got: Value = svc
-        .api(Method::GET, &format!("/v1/checks/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let got: Value = svc.get_json(&format!("/v1/checks/{id}")).await;
     assert_eq!(got, created);
 
     let resp = svc
@@ -56,24 +49,10 @@ async fn check_crud_round_trip() {
     assert_eq!(updated["created_at"], created["created_at"]);
 
     svc.create_check(json!({"name": "second"})).await;
-    let list: Vec<Value> = svc
-        .api(Method::GET, "/v1/checks?limit=1&page=2")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Vec<Value> = svc.get_json("/v1/checks?limit=1&page=2").await;
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["name"], "second");
-    let all: Vec<Value> = svc
-        .api(Method::GET, "/v1/checks")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let all: Vec<Value> = svc.get_json("/v1/checks").await;
     assert_eq!(all.len(), 2);
 
     let resp = svc

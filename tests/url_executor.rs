@@ -3,9 +3,10 @@
 //! made with rcgen), and raw TCP peers that misbehave (never answer, send garbage, hang
 //! up mid-body).
 
+mod tls_support;
+
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -13,13 +14,9 @@ use axum::extract::Path as UrlPath;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
-use tokio_rustls::server::TlsStream;
+use tokio::net::TcpListener;
 
 use outpost::executors::timed_http::MAX_BODY_BYTES;
 use outpost::executors::url::{MAX_HEADERS, MAX_REDIRECTS};
@@ -95,97 +92,25 @@ async fn start_http() -> SocketAddr {
     addr
 }
 
-/// A TLS listener for axum: handshakes inline and skips connections that fail one.
-struct TlsListener {
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok((tcp, peer)) = self.tcp.accept().await else {
-                continue;
-            };
-            if let Ok(tls) = self.acceptor.accept(tcp).await {
-                return (tls, peer);
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
-    }
-}
-
-async fn start_https(
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
-) -> SocketAddr {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = tcp.local_addr().unwrap();
-    let listener = TlsListener {
-        tcp,
-        acceptor: TlsAcceptor::from(Arc::new(config)),
-    };
-    tokio::spawn(async move { axum::serve(listener, router()).await.unwrap() });
-    addr
-}
-
 /// A private CA, a server certificate it signed for localhost and 127.0.0.1, and the
-/// CA as a PEM file (what NODE_EXTRA_CA_CERTS names).
+/// CA as a PEM file (what NODE_EXTRA_CA_CERTS names), kept with its directory.
 struct TestPki {
     _dir: tempfile::TempDir,
-    ca_pem_path: std::path::PathBuf,
-    leaf: CertificateDer<'static>,
-    leaf_key: PrivateKeyDer<'static>,
+    pki: tls_support::TestPki,
 }
 
 fn test_pki() -> TestPki {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "Outpost test CA");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_key = KeyPair::generate().unwrap();
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let leaf_params =
-        CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf = leaf_params.signed_by(&leaf_key, &ca, &ca_key).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let ca_pem_path = dir.path().join("extra-ca.pem");
-    std::fs::write(&ca_pem_path, ca.pem()).unwrap();
-    TestPki {
-        _dir: dir,
-        ca_pem_path,
-        leaf: leaf.der().clone(),
-        leaf_key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()).into(),
-    }
+    let pki = tls_support::TestPki::new(dir.path(), "extra-ca.pem");
+    TestPki { _dir: dir, pki }
 }
 
 async fn start_https_with_test_ca(pki: &TestPki) -> SocketAddr {
-    start_https(vec![pki.leaf.clone()], pki.leaf_key.clone_key()).await
+    tls_support::serve(pki.pki.acceptor(), router()).await
 }
 
 async fn start_https_self_signed() -> SocketAddr {
-    let certified =
-        rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-            .unwrap();
-    let key = PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()).into();
-    start_https(vec![certified.cert.der().clone()], key).await
+    tls_support::serve(tls_support::self_signed(), router()).await
 }
 
 /// A TCP peer that accepts connections, reads nothing and never answers. The sockets
@@ -457,7 +382,7 @@ async fn self_signed_certificate_is_rejected_unless_skip_ssl() {
 async fn private_ca_is_trusted_through_the_extra_bundle() {
     let pki = test_pki();
     let addr = start_https_with_test_ca(&pki).await;
-    let trusting = ExecEnv::new(Some(&pki.ca_pem_path)).unwrap();
+    let trusting = ExecEnv::new(Some(&pki.pki.ca_pem_path)).unwrap();
     for host in ["localhost", "127.0.0.1"] {
         let url = format!("https://{host}:{}/ok", addr.port());
         let result = run_check(&spec(&url, json!({}), json!({})), &trusting).await;

@@ -174,6 +174,12 @@ impl ControlPlane {
             .header("x-service-account", &self.creds.account_id)
     }
 
+    /// The JSON body of a bodiless public API request (whatever the status).
+    pub async fn json(&self, method: reqwest::Method, path: &str) -> Value {
+        let resp = self.api(method, path).send().await.unwrap();
+        resp.json().await.unwrap()
+    }
+
     /// Creates an activated URL monitor on the default location; returns its id.
     pub async fn create_url_check(&self, name: &str, url: &str, extra: Value) -> String {
         let mut body = json!({

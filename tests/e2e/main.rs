@@ -6,6 +6,8 @@ mod harness;
 mod proxy;
 #[path = "../proxy_support/mod.rs"]
 mod proxy_support;
+#[path = "../tls_support/mod.rs"]
+mod tls_support;
 
 use std::time::{Duration, Instant};
 
@@ -52,16 +54,11 @@ async fn url_checks_pass_and_fail_through_the_whole_path_with_timing_phases() {
 
         let result_id = f[0]["checkResultId"].as_str().unwrap();
         let r: Value = cp
-            .api(
+            .json(
                 Method::GET,
                 &format!("/v1/check-results/{check_id}/{result_id}"),
             )
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .await;
         let phases = &r["timingPhases"];
         for phase in ["dns", "tcp", "tls", "firstByte", "download", "total"] {
             assert!(phases[phase].is_number(), "phase {phase} missing in {r}");
@@ -219,13 +216,8 @@ async fn results_survive_a_control_plane_outage_and_an_agent_restart() {
         assert_eq!(s["status"], "PASSED", "{s}");
         assert_eq!(finals(&s).len(), 1, "delivered once: {s}");
         let listed: Value = cp
-            .api(Method::GET, &format!("/v1/check-results/{check}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .json(Method::GET, &format!("/v1/check-results/{check}"))
+            .await;
         assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     }
     eventually("spool drained", || async {

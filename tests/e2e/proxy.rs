@@ -94,16 +94,11 @@ async fn api_checks_of_a_location_with_a_proxy_go_through_it() {
     );
     let location_id = location["id"].as_str().unwrap().to_owned();
     let key: Value = cp
-        .api(
+        .json(
             Method::POST,
             &format!("/v1/private-locations/{location_id}/keys"),
         )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .await;
     let agent = Agent::start_with_key(
         cp.port,
         key["rawKey"].as_str().unwrap(),

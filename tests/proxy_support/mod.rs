@@ -6,16 +6,17 @@
 
 #![allow(dead_code)]
 
+use crate::tls_support;
+pub use crate::tls_support::TestPki;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, Uri};
 use base64::Engine as _;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
@@ -271,21 +272,9 @@ impl Target {
 
     /// An HTTPS target with a self-signed certificate (checks need `skipSSL`).
     pub async fn https_self_signed() -> Target {
-        let certified = rcgen::generate_simple_self_signed(vec![
-            "localhost".to_owned(),
-            "127.0.0.1".to_owned(),
-        ])
-        .unwrap();
-        let key: PrivateKeyDer<'static> =
-            PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()).into();
-        let acceptor = acceptor(vec![certified.cert.der().clone()], key);
-        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = tcp.local_addr().unwrap();
         let log = TargetLog::default();
         let app = Router::new().fallback(record).with_state(log.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(TlsListener { tcp, acceptor }, app).await;
-        });
+        let addr = tls_support::serve(tls_support::self_signed(), app).await;
         Target {
             addr,
             scheme: "https",
@@ -305,80 +294,5 @@ impl Target {
     /// Every request received so far, in order.
     pub fn seen(&self) -> Vec<TargetSeen> {
         self.log.lock().unwrap().clone()
-    }
-}
-
-fn acceptor(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> TlsAcceptor {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    TlsAcceptor::from(Arc::new(config))
-}
-
-/// A TLS listener for axum: handshakes inline and skips connections that fail one.
-struct TlsListener {
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok((tcp, peer)) = self.tcp.accept().await else {
-                continue;
-            };
-            if let Ok(tls) = self.acceptor.accept(tcp).await {
-                return (tls, peer);
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
-    }
-}
-
-/// A test CA (its PEM in a file, what `NODE_EXTRA_CA_CERTS` names) and a certificate
-/// it signed for localhost and 127.0.0.1.
-pub struct TestPki {
-    pub ca_pem_path: PathBuf,
-    leaf: CertificateDer<'static>,
-    leaf_key: PrivateKeyDer<'static>,
-}
-
-impl TestPki {
-    /// Writes the CA's PEM into `dir`.
-    pub fn new(dir: &Path) -> TestPki {
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "Outpost proxy test CA");
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_key = KeyPair::generate().unwrap();
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let leaf_params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf = leaf_params.signed_by(&leaf_key, &ca, &ca_key).unwrap();
-        let ca_pem_path = dir.join("proxy-test-ca.pem");
-        std::fs::write(&ca_pem_path, ca.pem()).unwrap();
-        TestPki {
-            ca_pem_path,
-            leaf: leaf.der().clone(),
-            leaf_key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()).into(),
-        }
-    }
-
-    fn acceptor(&self) -> TlsAcceptor {
-        acceptor(vec![self.leaf.clone()], self.leaf_key.clone_key())
     }
 }

@@ -233,6 +233,32 @@ pub fn run(
         .expect("run schemathesis")
 }
 
+/// Asserts that the run of [`run`] found nothing (no failure, no error) and ended
+/// well. A report with findings is kept as `<target tmp>/<keep_as>` for a closer look
+/// (the test's temporary directory goes with it).
+pub fn assert_clean(report: &Path, out: &std::process::Output, keep_as: &str) {
+    let (failures, errors) = failures(report);
+    if !(failures.is_empty() && errors.is_empty()) {
+        let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join(keep_as);
+        let _ = std::fs::copy(report, &kept);
+        eprintln!("schemathesis report kept at {}", kept.display());
+    }
+    assert!(
+        failures.is_empty() && errors.is_empty(),
+        "{}",
+        summary(&failures, &errors)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        out.status.success(),
+        "schemathesis failed without a recorded failure ({}):\n{}\n{}",
+        out.status,
+        lines[lines.len().saturating_sub(60)..].join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The operations (`METHOD /path`) a schemathesis NDJSON report has scenarios of.
 pub fn tested_operations(report: &Path) -> BTreeSet<String> {
     let text = std::fs::read_to_string(report)

@@ -107,6 +107,13 @@ impl TestService {
             .header("x-service-account", self.tenant.account.id.to_string())
     }
 
+    /// The JSON body of a public API `GET` with this tenant's key (whatever the status).
+    #[allow(dead_code)]
+    pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let resp = self.api(Method::GET, path).send().await.unwrap();
+        resp.json().await.unwrap()
+    }
+
     /// A public API request with another tenant's key and account header.
     pub fn api_as(&self, tenant: &Tenant, method: Method, path: &str) -> RequestBuilder {
         self.http

@@ -362,21 +362,32 @@ async fn post_alert<T: serde::Serialize + ?Sized>(
     target: &webhook::WebhookTarget,
     payload: &T,
 ) {
+    let outcome = webhook::send(&senders.client, &senders.policy, target, payload).await;
+    log_delivery(channel, notice, &format!("to {via}"), outcome);
+}
+
+/// Logs how a delivery ended (`how`: "to webhook", "by e-mail (smtp.example:587)").
+fn log_delivery<E: std::fmt::Display>(
+    channel: &ChannelRecord,
+    notice: &AlertNotice,
+    how: &str,
+    outcome: Result<usize, E>,
+) {
     let alert = notice.alert_type.as_str();
-    match webhook::send(&senders.client, &senders.policy, target, payload).await {
+    match outcome {
         Ok(attempts) => tracing::info!(
             channel = channel.id,
             check = %notice.check_id,
             alert,
             attempts,
-            "alert delivered to {via}"
+            "alert delivered {how}"
         ),
         Err(e) => tracing::warn!(
             channel = channel.id,
             check = %notice.check_id,
             alert,
             error = %e,
-            "alert delivery to {via} failed; giving up"
+            "alert delivery {how} failed; giving up"
         ),
     }
 }
@@ -411,24 +422,13 @@ async fn deliver_email(senders: &Senders, channel: &ChannelRecord, notice: &Aler
         .as_ref()
         .map(|base| format!("{base}/v1/checks/heartbeats/{}/events", notice.check_id));
     let body = notice.email_body(link.as_deref());
-    match mailer
+    let outcome = mailer
         .send(&[address], &notice.email_subject(), &body)
-        .await
-    {
-        Ok(attempts) => tracing::info!(
-            channel = channel.id,
-            check = %notice.check_id,
-            alert,
-            attempts,
-            "alert delivered by e-mail"
-        ),
-        Err(e) => tracing::warn!(
-            channel = channel.id,
-            check = %notice.check_id,
-            alert,
-            smtp = mailer.server(),
-            error = %e,
-            "alert delivery by e-mail failed; giving up"
-        ),
-    }
+        .await;
+    log_delivery(
+        channel,
+        notice,
+        &format!("by e-mail ({})", mailer.server()),
+        outcome,
+    );
 }
